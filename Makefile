@@ -1,0 +1,45 @@
+# The course in two commands:  `make lab`  (set up, open JupyterLab)  and  `make test`  (set up, run every test).
+# Set-up installs torch==2.13.0 first (a CPU wheel here; where the registry serves CUDA builds you get one),
+# then the package with all its extras, into .venv. Override with e.g. `make test TORCH="torch==2.5.1"`.
+PYTHON ?= python3
+VENV   ?= .venv
+TORCH  ?= torch==2.13.0
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check -q
+
+.PHONY: setup lab test unit notebooks train train-quick bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install "$(TORCH)"
+	$(PIP) install -e ".[all]"
+	touch $@
+
+lab: setup
+	$(VENV)/bin/jupyter lab notebooks/
+
+# Unit tests and strict nbval over every notebook, in quick mode (what CI runs).
+test: setup
+	DQN_COURSE_QUICK=1 $(PY) -m pytest tests --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+unit: setup
+	$(PY) -m pytest tests
+
+notebooks: setup
+	DQN_COURSE_QUICK=1 $(PY) -m pytest --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+# The full Breakout run (Nature/CleanRL settings, 10M steps): meant for a GPU machine.
+train: setup
+	$(PY) -m dqn_course.train --preset breakout
+
+train-quick: setup
+	$(PY) -m dqn_course.train --preset quick
+
+bench: setup
+	$(PY) benchmarks/memory_ladder.py
+	$(PY) benchmarks/sampling.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .hypothesis

@@ -1,0 +1,113 @@
+"""Acting and learning for DQN: ε-greedy over a batch of states, TD targets in one forward pass.
+
+Seed 000's agent calls ``target_model.predict`` once per sampled transition (twice when it needs
+Q(s) too): 32+ tiny forward passes per learning step, each paying the framework's fixed overhead.
+``batched_targets`` does the same arithmetic in one call; ``per_sample_targets`` keeps the slow way
+so notebook 06 can time both and a test can check they agree.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from dqn_course.networks import NatureCNN
+from dqn_course.replay import Batch
+
+
+def batch_to_tensors(batch: Batch, device: torch.device) -> dict[str, torch.Tensor]:
+    """Move a sampled batch to the device; frames stay uint8 on the way (4x fewer bytes to copy)."""
+    def t(x):
+        return torch.as_tensor(x).to(device, non_blocking=True)
+
+    return {"states": t(batch.states), "actions": t(batch.actions), "rewards": t(batch.rewards),
+            "next_states": t(batch.next_states), "dones": t(batch.dones)}
+
+
+class DQNAgent:
+    """An online Q-network, its target copy and an optimiser, with the knobs DQN papers vary.
+
+    ``double=True`` picks the next action with the online network and values it with the target
+    network (van Hasselt et al., 2016). ``max_grad_norm`` clips the global gradient norm.
+    """
+
+    def __init__(self, n_actions: int, device: torch.device | str = "cpu", lr: float = 1e-4, gamma: float = 0.99,
+                 double: bool = False, max_grad_norm: float | None = 10.0, in_channels: int = 4,
+                 seed: int | None = None):
+        if seed is not None:
+            torch.manual_seed(seed)
+        self.device = torch.device(device)
+        self.n_actions = n_actions
+        self.gamma = gamma
+        self.double = double
+        self.max_grad_norm = max_grad_norm
+        self.q = NatureCNN(n_actions, in_channels).to(self.device)
+        self.target = copy.deepcopy(self.q).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=lr)
+        self.rng = np.random.default_rng(seed)
+
+    # -- acting ---------------------------------------------------------------------------------
+    @torch.no_grad()
+    def act(self, states: np.ndarray, epsilon: float) -> np.ndarray:
+        """ε-greedy actions for a batch of states (N, stack, 84, 84) uint8; one forward for all N."""
+        states = np.asarray(states)
+        if states.ndim == 3:
+            states = states[None]
+        n = states.shape[0]
+        explore = self.rng.random(n) < epsilon
+        actions = self.rng.integers(0, self.n_actions, size=n)
+        if not explore.all():
+            q = self.q(torch.as_tensor(states, device=self.device))
+            actions = np.where(explore, actions, q.argmax(1).cpu().numpy())
+        return actions
+
+    # -- targets ----------------------------------------------------------------------------------
+    @torch.no_grad()
+    def batched_targets(self, t: dict[str, torch.Tensor]) -> torch.Tensor:
+        """r + γ (1 - done) max_a' Q_target(s', a') for the whole batch in one forward pass."""
+        next_q = self.target(t["next_states"])
+        if self.double:
+            best = self.q(t["next_states"]).argmax(1, keepdim=True)
+            next_v = next_q.gather(1, best).squeeze(1)
+        else:
+            next_v = next_q.max(1).values
+        return t["rewards"] + self.gamma * (1.0 - t["dones"]) * next_v
+
+    @torch.no_grad()
+    def per_sample_targets(self, t: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The same targets, one forward pass per transition, as seed 000's ``replay()`` does."""
+        out = torch.empty_like(t["rewards"])
+        for i in range(t["rewards"].shape[0]):
+            s2 = t["next_states"][i:i + 1]
+            next_q = self.target(s2)[0]
+            next_v = next_q[self.q(s2)[0].argmax()] if self.double else next_q.max()
+            out[i] = t["rewards"][i] + (0.0 if t["dones"][i] else self.gamma * next_v)
+        return out
+
+    # -- learning ---------------------------------------------------------------------------------
+    def learn(self, batch: Batch, per_sample_targets: bool = False) -> float:
+        """One gradient step on the Huber TD error; returns the loss."""
+        t = batch_to_tensors(batch, self.device)
+        target = self.per_sample_targets(t) if per_sample_targets else self.batched_targets(t)
+        q = self.q(t["states"]).gather(1, t["actions"].long().unsqueeze(1)).squeeze(1)
+        loss = F.smooth_l1_loss(q, target)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.q.parameters(), self.max_grad_norm)
+        self.optimizer.step()
+        return float(loss.detach())
+
+    def sync_target(self) -> None:
+        """Hard update: copy the online weights into the target network."""
+        self.target.load_state_dict(self.q.state_dict())
+
+    def state_dict(self) -> dict:
+        return {"q": self.q.state_dict(), "target": self.target.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.q.load_state_dict(state["q"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])

@@ -1,0 +1,212 @@
+"""Measuring memory honestly: RSS, tracemalloc, fresh subprocesses, fits and "does it fit here?".
+
+Two traps this module exists to avoid (see COURSE_DESIGN.md, "Measuring memory honestly"):
+
+* The allocator keeps freed memory, so a second measurement in the same process reads less growth
+  than the first. ``measure_in_subprocess`` runs the work in a brand-new interpreter.
+* ``np.zeros`` pages are lazy: RSS grows only when they are written. ``check_fits`` therefore
+  compares what a buffer *will* need against what the machine has, before anything is allocated.
+"""
+from __future__ import annotations
+
+import gc
+import multiprocessing as mp
+import os
+import time
+import tracemalloc
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import psutil
+
+GiB = 1024**3
+MiB = 1024**2
+
+
+class InsufficientMemoryError(MemoryError):
+    """A buffer was refused because the machine does not have the RAM it needs."""
+
+
+def rss_bytes(pid: int | None = None) -> int:
+    """Resident set size of a process (default: this one), in bytes."""
+    return psutil.Process(pid).memory_info().rss
+
+
+def available_bytes() -> int:
+    """RAM the OS could give us now without swapping (``MemAvailable`` on Linux)."""
+    return psutil.virtual_memory().available
+
+
+def format_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'; for messages and tables."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def check_fits(needed: int, what: str = "this buffer", fraction: float = 0.9, available: int | None = None) -> None:
+    """Refuse, before allocating, anything that needs more than ``fraction`` of the available RAM.
+
+    The error says how much is needed and how much there is, so the learner can pick a capacity.
+    """
+    have = available_bytes() if available is None else available
+    if needed > fraction * have:
+        raise InsufficientMemoryError(
+            f"{what} needs {format_bytes(needed)} but this machine has {format_bytes(have)} available "
+            f"(limit: {fraction:.0%} of that = {format_bytes(fraction * have)}). "
+            f"Use a smaller capacity or a leaner memory (see notebooks 04-05 and 09)."
+        )
+
+
+@dataclass
+class FitReport:
+    """How many items of a given size fit on this machine."""
+
+    items: int
+    bytes_per_item: float
+    needed: int
+    available: int
+    fits: bool
+    max_items: int  # the most that fit in ``fraction`` of the available RAM
+
+
+def fits_in_ram(items: int, bytes_per_item: float, fraction: float = 0.9, available: int | None = None) -> FitReport:
+    """Does ``items`` x ``bytes_per_item`` fit in this machine's available RAM (times ``fraction``)?"""
+    have = available_bytes() if available is None else available
+    needed = int(items * bytes_per_item)
+    max_items = int(fraction * have // bytes_per_item) if bytes_per_item > 0 else 0
+    return FitReport(items, bytes_per_item, needed, have, needed <= fraction * have, max_items)
+
+
+@dataclass
+class LinearFit:
+    """``bytes = intercept + slope * step``, fitted by least squares."""
+
+    slope: float  # bytes per step (per transition when one transition is stored per step)
+    intercept: float
+    r2: float
+
+    def predict(self, step: float) -> float:
+        return self.intercept + self.slope * step
+
+    def step_at(self, total_bytes: float) -> float:
+        """The step at which the fitted line reaches ``total_bytes`` (inf if it never grows)."""
+        return float("inf") if self.slope <= 0 else (total_bytes - self.intercept) / self.slope
+
+
+def fit_linear(steps, values) -> LinearFit:
+    """Least-squares line through (step, bytes) readings, with R² so a learner can see it is linear."""
+    x, y = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
+    if x.size < 2 or np.ptp(x) == 0:
+        raise ValueError("need at least two readings at different steps to fit a line")
+    slope, intercept = np.polyfit(x, y, 1)
+    resid = y - (intercept + slope * x)
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float((resid**2).sum()) / ss_tot if ss_tot > 0 else 1.0
+    return LinearFit(float(slope), float(intercept), r2)
+
+
+class TraceMalloc:
+    """Context manager: Python + numpy allocations made inside the block (numpy reports to tracemalloc).
+
+    ``current`` is what is still held at exit, ``peak`` the most held at once.
+    """
+
+    def __enter__(self) -> "TraceMalloc":
+        gc.collect()
+        self._was_tracing = tracemalloc.is_tracing()
+        if not self._was_tracing:
+            tracemalloc.start()
+        tracemalloc.reset_peak()
+        self._base = tracemalloc.get_traced_memory()[0]
+        self.current = self.peak = 0
+        return self
+
+    def __exit__(self, *exc) -> None:
+        current, peak = tracemalloc.get_traced_memory()
+        self.current, self.peak = current - self._base, peak - self._base
+        if not self._was_tracing:
+            tracemalloc.stop()
+
+
+@dataclass
+class SubprocessMeasurement:
+    """What ``measure_in_subprocess`` saw in the fresh process."""
+
+    result: Any
+    rss_before: int
+    rss_after: int
+    peak_rss: int  # ru_maxrss-style high-water mark of the child
+    traced_current: int  # tracemalloc: bytes still allocated by the function at its end
+    traced_peak: int
+    seconds: float
+
+    @property
+    def rss_growth(self) -> int:
+        return self.rss_after - self.rss_before
+
+
+def _child(fn, args, kwargs, trace, conn) -> None:
+    try:
+        gc.collect()
+        before = rss_bytes()
+        if trace:
+            tracemalloc.start()
+        t0 = time.perf_counter()
+        result = fn(*args, **kwargs)
+        seconds = time.perf_counter() - t0
+        current, peak = tracemalloc.get_traced_memory() if trace else (0, 0)
+        after = rss_bytes()
+        import resource
+
+        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
+        conn.send(("ok", SubprocessMeasurement(result, before, after, peak_rss, current, peak, seconds)))
+    except BaseException as exc:  # report the failure to the parent instead of dying silently
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+def measure_in_subprocess(fn: Callable, *args, trace: bool = False, timeout: float | None = 600, **kwargs) -> SubprocessMeasurement:
+    """Run ``fn(*args, **kwargs)`` in a fresh interpreter ("spawn") and report its memory.
+
+    ``fn`` must be importable (defined in a module, not in a notebook cell) and return something
+    picklable. Turning on ``trace`` makes tracemalloc count numpy and Python allocations too, at
+    some cost in speed; the returned result should then stay small, or it is counted as well.
+    """
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(fn, args, kwargs, trace, child))
+    proc.start()
+    child.close()
+    try:
+        if not parent.poll(timeout):
+            raise TimeoutError(f"{getattr(fn, '__name__', fn)} did not finish within {timeout} s")
+        status, payload = parent.recv()
+    except EOFError:
+        proc.join()
+        raise RuntimeError(
+            f"the measurement process died (exit code {proc.exitcode}); "
+            "if that is -9 the OS killed it for memory"
+        ) from None
+    finally:
+        proc.join(timeout=5)
+        if proc.is_alive():
+            proc.kill()
+    if status == "error":
+        raise RuntimeError(f"measurement failed in the subprocess: {payload}")
+    return payload
+
+
+def machine_summary() -> dict:
+    """Cores, RAM and the process's own RSS, for notebook 00 and benchmark headers."""
+    vm = psutil.virtual_memory()
+    return {
+        "cpu_count": os.cpu_count(),
+        "ram_total": vm.total,
+        "ram_available": vm.available,
+        "process_rss": rss_bytes(),
+    }

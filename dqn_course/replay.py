@@ -1,0 +1,405 @@
+"""Replay memories, one per rung of the memory ladder, behind one API.
+
+Every memory here takes whole transitions and hands back whole batches::
+
+    memory.add(state, action, reward, next_state, done, episode_end)
+    batch = memory.sample(32)        # Batch(states, actions, rewards, next_states, dones, ids)
+    memory.nbytes                    # bytes the memory holds right now
+
+``done`` means "do not bootstrap from ``next_state``" (the game ended, or a life was lost and the
+learner treats that as terminal). ``episode_end`` means "the observation stream restarts after this
+step" (``env.reset()`` is called: the game ended or was truncated). They differ twice: a lost life
+is ``done`` without ``episode_end`` (the game and its frames go on); a time-limit truncation is
+``episode_end`` without ``done`` (the learner must still bootstrap from the real last frame).
+
+The memories differ only in how they store the same transitions:
+
+=========================  ===========================================  ======================
+class                      stores per transition                        bytes (84x84, 4-stack)
+=========================  ===========================================  ======================
+``NaiveDequeMemory``       a Python list of arrays in a deque           28,224 or 56,448 + ~
+``StackedRingMemory``      s and s' stacks in preallocated arrays       56,448 + 10
+``FoldedRingMemory``       one 5-frame "folded" stack (s = 0..3,        35,280 + 10
+                           s' = 1..4), as in seed 004
+``FrameSharingMemory``     one 84x84 frame; stacks built by index       7,056 + 16
+=========================  ===========================================  ======================
+
+``ids`` in a batch are the transitions' running numbers (0 for the first ``add`` ever), so a test
+can look every sampled transition up in a plain list.
+"""
+from __future__ import annotations
+
+import random
+import sys
+from collections import deque
+from typing import NamedTuple
+
+import numpy as np
+
+from dqn_course.profiling import check_fits
+
+__all__ = [
+    "Batch",
+    "ReplayMemory",
+    "NaiveDequeMemory",
+    "StackedRingMemory",
+    "FoldedRingMemory",
+    "FrameSharingMemory",
+    "MEMORY_CLASSES",
+]
+
+
+class Batch(NamedTuple):
+    """A sampled minibatch; arrays share their first axis (the batch)."""
+
+    states: np.ndarray  # (B, stack, H, W), the memory's observation dtype
+    actions: np.ndarray  # (B,) int64
+    rewards: np.ndarray  # (B,) float32
+    next_states: np.ndarray  # (B, stack, H, W)
+    dones: np.ndarray  # (B,) float32, 1.0 where the target must not bootstrap
+    ids: np.ndarray  # (B,) int64, running number of each transition
+
+
+class ReplayMemory:
+    """What all memories share: input checks, the seeded generator, the sample-size check."""
+
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype=np.uint8, seed: int | None = None):
+        if not isinstance(capacity, (int, np.integer)) or isinstance(capacity, bool) or capacity < 1:
+            raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
+        obs_shape = tuple(int(d) for d in obs_shape)
+        if len(obs_shape) < 2 or min(obs_shape) < 1:
+            raise ValueError(f"obs_shape must be (stack, *frame_shape) with positive sizes, got {obs_shape}")
+        self.capacity = int(capacity)
+        self.obs_shape = obs_shape
+        self.obs_dtype = np.dtype(obs_dtype)
+        self.stack = obs_shape[0]
+        self.frame_shape = obs_shape[1:]
+        self.rng = np.random.default_rng(seed)
+        self.added = 0  # transitions ever added; the next one gets this id
+
+    # -- input checks ---------------------------------------------------------------------------
+    def _check_obs(self, name: str, obs) -> np.ndarray:
+        if not isinstance(obs, np.ndarray):
+            raise TypeError(f"{name} must be a numpy array of shape {self.obs_shape}, got {type(obs).__name__}")
+        if obs.shape != self.obs_shape:
+            raise ValueError(f"{name} has shape {obs.shape}, this memory stores {self.obs_shape}")
+        if obs.dtype != self.obs_dtype:
+            raise TypeError(
+                f"{name} has dtype {obs.dtype}, this memory stores {self.obs_dtype} "
+                f"(convert on purpose, e.g. obs.astype(np.{self.obs_dtype}), so the cost is visible)"
+            )
+        return obs
+
+    @staticmethod
+    def _check_action(action) -> int:
+        if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)):
+            if isinstance(action, np.ndarray) and action.ndim == 0 and np.issubdtype(action.dtype, np.integer):
+                action = int(action)
+            else:
+                raise TypeError(f"action must be an integer, got {action!r}")
+        if not 0 <= action < 256:
+            raise ValueError(f"action must be in [0, 256), got {action}")
+        return int(action)
+
+    @staticmethod
+    def _check_reward(reward) -> float:
+        reward = float(reward)
+        if not np.isfinite(reward):
+            raise ValueError(f"reward must be finite, got {reward}")
+        return reward
+
+    def _check_batch_size(self, batch_size: int) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if len(self) < batch_size:
+            raise ValueError(
+                f"cannot sample {batch_size} transitions: only {len(self)} can be sampled so far "
+                f"(fill the memory first, e.g. wait until len(memory) >= batch_size)"
+            )
+
+    def _checked(self, state, action, reward, next_state):
+        return (self._check_obs("state", state), self._check_action(action), self._check_reward(reward),
+                self._check_obs("next_state", next_state))
+
+    # -- the API --------------------------------------------------------------------------------
+    def add(self, state, action, reward, next_state, done: bool, episode_end: bool | None = None) -> None:
+        raise NotImplementedError
+
+    def sample(self, batch_size: int) -> Batch:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def nbytes(self) -> int:
+        raise NotImplementedError
+
+
+class NaiveDequeMemory(ReplayMemory):
+    """The blog-post memory: ``deque(maxlen=N)`` of ``[state, action, reward, next_state, done]``.
+
+    With ``copy_states=False`` it keeps whatever arrays it is given. If the caller hands the
+    same array object on as the next ``state`` (``state = next_state``), consecutive transitions
+    share it and each stack is held once. With ``copy_states=True`` it copies both, as blog code
+    that preprocesses ``obs`` and ``next_obs`` separately effectively does: twice the memory.
+
+    Sampling is ``random.sample(deque, k)``: indexing a deque walks its blocks, so each draw costs
+    O(N), and ``np.stack`` then copies the batch together.
+    """
+
+    def __init__(self, capacity: int, obs_shape=(4, 84, 84), obs_dtype=np.uint8, seed: int | None = None,
+                 copy_states: bool = False):
+        super().__init__(capacity, obs_shape, obs_dtype, seed)
+        self.copy_states = copy_states
+        self.memory: deque = deque(maxlen=self.capacity)
+        self._py_rng = random.Random(seed)
+
+    def add(self, state, action, reward, next_state, done, episode_end=None):
+        state, action, reward, next_state = self._checked(state, action, reward, next_state)
+        if self.copy_states:
+            state, next_state = state.copy(), next_state.copy()
+        self.memory.append([state, action, reward, next_state, bool(done), self.added])
+        self.added += 1
+
+    def sample(self, batch_size: int) -> Batch:
+        self._check_batch_size(batch_size)
+        # random.sample draws without replacement, as the blog code does.
+        rows = self._py_rng.sample(self.memory, batch_size)
+        s, a, r, s2, d, i = zip(*rows)
+        return Batch(np.stack(s), np.array(a, np.int64), np.array(r, np.float32), np.stack(s2),
+                     np.array(d, np.float32), np.array(i, np.int64))
+
+    def __len__(self) -> int:
+        return len(self.memory)
+
+    @property
+    def nbytes(self) -> int:
+        """Arrays counted once each (shared ones too) plus the Python containers around them."""
+        seen: set[int] = set()
+        total = sys.getsizeof(self.memory)
+        for row in self.memory:
+            total += sys.getsizeof(row) + sys.getsizeof(row[1]) + sys.getsizeof(row[2]) + sys.getsizeof(row[5])
+            for arr in (row[0], row[3]):
+                if id(arr) not in seen:
+                    seen.add(id(arr))
+                    total += sys.getsizeof(arr)  # numpy reports header + owned data
+        return total
+
+
+class _PreallocatedRing(ReplayMemory):
+    """A ring of preallocated numpy arrays; the memory guard runs before any of them exists.
+
+    ``arrays`` maps a name to (shape without the capacity axis, dtype). ``prefault=True`` writes
+    every page once, so a capacity the machine cannot really back fails now, not hours later
+    (``np.zeros`` only reserves address space; pages arrive when first written).
+    """
+
+    def __init__(self, capacity, obs_shape, obs_dtype, seed, arrays: dict, prefault: bool):
+        super().__init__(capacity, obs_shape, obs_dtype, seed)
+        planned = sum(self.capacity * int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
+                      for shape, dt in arrays.values())
+        check_fits(planned, f"{type(self).__name__}(capacity={self.capacity:,})")
+        for name, (shape, dt) in arrays.items():
+            arr = np.zeros((self.capacity, *shape), dtype=dt)
+            if prefault:
+                arr.fill(0)
+            setattr(self, name, arr)
+        self._array_names = tuple(arrays)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(self, n).nbytes for n in self._array_names)
+
+
+class StackedRingMemory(_PreallocatedRing):
+    """A preallocated ring holding s and s' as full stacks: fast, but every frame is stored 8 times."""
+
+    def __init__(self, capacity: int, obs_shape=(4, 84, 84), obs_dtype=np.uint8, seed: int | None = None,
+                 prefault: bool = False):
+        arrays = {"states": (obs_shape, obs_dtype), "next_states": (obs_shape, obs_dtype),
+                  "actions": ((), np.uint8), "rewards": ((), np.float32), "dones": ((), np.bool_),
+                  "ids": ((), np.int64)}
+        super().__init__(capacity, obs_shape, obs_dtype, seed, arrays, prefault)
+
+    def add(self, state, action, reward, next_state, done, episode_end=None):
+        state, action, reward, next_state = self._checked(state, action, reward, next_state)
+        i = self.added % self.capacity
+        self.states[i], self.next_states[i] = state, next_state
+        self.actions[i], self.rewards[i], self.dones[i], self.ids[i] = action, reward, done, self.added
+        self.added += 1
+
+    def sample(self, batch_size: int) -> Batch:
+        self._check_batch_size(batch_size)
+        i = self.rng.integers(0, len(self), size=batch_size)
+        return Batch(self.states[i], self.actions[i].astype(np.int64), self.rewards[i], self.next_states[i],
+                     self.dones[i].astype(np.float32), self.ids[i])
+
+    def __len__(self) -> int:
+        return min(self.added, self.capacity)
+
+
+class FoldedRingMemory(_PreallocatedRing):
+    """Seed 004's ring: one (stack+1)-frame array per transition; s = frames[:-1], s' = frames[1:].
+
+    This relies on s' being s shifted by one new frame, which a frame stack guarantees.
+    """
+
+    def __init__(self, capacity: int, obs_shape=(4, 84, 84), obs_dtype=np.uint8, seed: int | None = None,
+                 prefault: bool = False):
+        folded = (obs_shape[0] + 1, *obs_shape[1:])
+        arrays = {"folded": (folded, obs_dtype), "actions": ((), np.uint8), "rewards": ((), np.float32),
+                  "dones": ((), np.bool_), "ids": ((), np.int64)}
+        super().__init__(capacity, obs_shape, obs_dtype, seed, arrays, prefault)
+
+    def add(self, state, action, reward, next_state, done, episode_end=None):
+        state, action, reward, next_state = self._checked(state, action, reward, next_state)
+        i = self.added % self.capacity
+        self.folded[i, :-1] = state
+        self.folded[i, -1] = next_state[-1]
+        self.actions[i], self.rewards[i], self.dones[i], self.ids[i] = action, reward, done, self.added
+        self.added += 1
+
+    def sample(self, batch_size: int) -> Batch:
+        self._check_batch_size(batch_size)
+        i = self.rng.integers(0, len(self), size=batch_size)
+        f = self.folded[i]
+        return Batch(f[:, :-1], self.actions[i].astype(np.int64), self.rewards[i], f[:, 1:],
+                     self.dones[i].astype(np.float32), self.ids[i])
+
+    def __len__(self) -> int:
+        return min(self.added, self.capacity)
+
+
+class FrameSharingMemory(_PreallocatedRing):
+    """One frame per step in a ring; states are built at sample time from ``stack`` consecutive slots.
+
+    Layout. Slot k holds one frame and, if a transition starts at that frame, the transition's
+    action, reward, done and id. An episode of T transitions uses T+1 slots::
+
+        slot:     k      k+1    ...    k+T-1    k+T
+        frame:    o_0    o_1    ...    o_{T-1}  o_T      (o_T: the last next-state frame)
+        first:    True   False  ...    False    False
+        valid:    True   True   ...    True     False    (no transition starts at o_T)
+
+    So ``capacity`` counts frames: it holds ``capacity`` transitions minus one per episode.
+
+    Invariants (kept by ``add``, relied on by ``sample``):
+
+    1. ``valid[k]`` is True exactly when the transition at slot k can be sampled: its own frame,
+       its s' frame (slot k+1) and the up to ``stack-1`` frames before it back to its episode's
+       first frame are all still in the ring.
+    2. A stack never reaches across an episode start. Positions before the episode's first frame
+       are padding: a copy of the first frame (``padding="repeat"``, what gymnasium's
+       ``FrameStackObservation`` does by default) or zeros (``padding="zero"``).
+    3. Writing slot k (the write head) invalidates what needed the old frame there: the transition
+       at k itself, and the transitions at k+1 .. k+stack-1 that looked back through k, stopping at
+       the first of them that starts an episode (its lookback ends there).
+    4. A new transition becomes valid only when its s' frame is written, so the newest frame (the
+       head's last write) never starts a valid transition.
+    """
+
+    def __init__(self, capacity: int, obs_shape=(4, 84, 84), seed: int | None = None, padding: str = "repeat",
+                 prefault: bool = False):
+        if padding not in ("repeat", "zero"):
+            raise ValueError(f"padding must be 'repeat' or 'zero', got {padding!r}")
+        if capacity < obs_shape[0] + 1:
+            raise ValueError(f"capacity must be at least stack+1 = {obs_shape[0] + 1} frames, got {capacity}")
+        arrays = {"frames": (tuple(obs_shape[1:]), np.uint8), "actions": ((), np.uint8),
+                  "rewards": ((), np.float32), "dones": ((), np.bool_), "first": ((), np.bool_),
+                  "valid": ((), np.bool_), "ids": ((), np.int64)}
+        super().__init__(capacity, obs_shape, np.uint8, seed, arrays, prefault)
+        self.padding = padding
+        self.head = 0  # next slot to write
+        self.written = 0  # frames ever written (so min(written, capacity) slots hold data)
+        self.num_valid = 0
+        self._in_episode = False  # True once an episode's first frame is written and it has not ended
+
+    def _write_frame(self, frame: np.ndarray, first: bool) -> int:
+        """Write one frame at the head, keeping invariant 3; returns its slot."""
+        k, C = self.head, self.capacity
+        if self.valid[k]:
+            self.valid[k] = False
+            self.num_valid -= 1
+        for m in range(1, self.stack):  # transitions that looked back through slot k
+            j = (k + m) % C
+            if self.first[j]:
+                break
+            if self.valid[j]:
+                self.valid[j] = False
+                self.num_valid -= 1
+        self.frames[k] = frame
+        self.first[k] = first
+        self.ids[k] = -1
+        self.head = (k + 1) % C
+        self.written += 1
+        return k
+
+    def add(self, state, action, reward, next_state, done, episode_end=None):
+        state, action, reward, next_state = self._checked(state, action, reward, next_state)
+        if episode_end is None:
+            episode_end = done
+        if not self._in_episode:
+            # Episode start: store its first frame. Earlier stack positions must be padding,
+            # or the stacks rebuilt at sample time would differ from what the agent saw.
+            pad = state[-1:] if self.padding == "repeat" else 0
+            if not np.array_equal(state[:-1], np.broadcast_to(pad, state[:-1].shape)):
+                raise ValueError(
+                    f"the first state of an episode must be padded with {self.padding!r} frames before its "
+                    "newest frame (check FrameStackObservation's padding_type, or that episode_end=True "
+                    "was passed when the environment was reset)")
+            self._write_frame(state[-1], first=True)
+            self._in_episode = True
+        k = (self.head - 1) % self.capacity  # slot of state's newest frame (the last one written)
+        if not np.array_equal(self.frames[k], state[-1]):
+            raise ValueError("state does not continue the previous transition's next_state: pass "
+                             "episode_end=True for the step after which the environment was reset")
+        self.actions[k], self.rewards[k], self.dones[k], self.ids[k] = action, reward, done, self.added
+        self._write_frame(next_state[-1], first=False)
+        self.valid[k] = True
+        self.num_valid += 1
+        self.added += 1
+        if episode_end:
+            self._in_episode = False
+
+    def _draw_slots(self, batch_size: int) -> np.ndarray:
+        """Uniform over valid slots: rejection sampling, with an exact fallback for sparse rings."""
+        filled = min(self.written, self.capacity)
+        slots = self.rng.integers(0, filled, size=batch_size)
+        for _ in range(16):
+            bad = ~self.valid[slots]
+            if not bad.any():
+                return slots
+            slots[bad] = self.rng.integers(0, filled, size=int(bad.sum()))
+        return self.rng.choice(np.flatnonzero(self.valid[:filled]), size=batch_size)
+
+    def stacks_at(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Build (states, next_states) for transitions at ``slots`` from one gather of stack+1 frames."""
+        S = self.stack
+        window = (slots[:, None] + np.arange(-(S - 1), 2)) % self.capacity  # (B, S+1): s's frames, then s'
+        first = self.first[window[:, :S]]
+        # Position of the episode's first frame inside the stack (0 if it lies further back).
+        start = np.where(first.any(1), S - 1 - np.argmax(first[:, ::-1], axis=1), 0)
+        pos = np.maximum(np.arange(S + 1), start[:, None])  # padding positions read the first frame
+        frames = self.frames[np.take_along_axis(window, pos, axis=1)]  # (B, S+1, H, W)
+        if self.padding == "zero":
+            frames[np.arange(S + 1) < start[:, None]] = 0
+        return frames[:, :S], frames[:, 1:]
+
+    def sample(self, batch_size: int) -> Batch:
+        self._check_batch_size(batch_size)
+        slots = self._draw_slots(batch_size)
+        states, next_states = self.stacks_at(slots)
+        return Batch(states, self.actions[slots].astype(np.int64), self.rewards[slots], next_states,
+                     self.dones[slots].astype(np.float32), self.ids[slots])
+
+    def __len__(self) -> int:
+        return self.num_valid
+
+
+MEMORY_CLASSES = {
+    "naive": NaiveDequeMemory,
+    "stacked": StackedRingMemory,
+    "folded": FoldedRingMemory,
+    "frame_sharing": FrameSharingMemory,
+}
