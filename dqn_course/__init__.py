@@ -1,11 +1,18 @@
 """dqn_course: the helper package of the DQN memory course. Modules mirror the notebooks.
 
-- ``envs``       Breakout with standard DQN preprocessing (notebooks 00, 02)
-- ``replay``     the replay memories of the memory ladder (notebooks 01, 04, 05)
+- ``envs``       Breakout with standard DQN preprocessing; vector envs (notebooks 00, 02, 07)
+- ``frames``     preprocessing step by step: gray, downsample, max-pool, the blog recipe (02, 03)
+- ``naive``      the blog-post agent, reproduced to be measured (01)
+- ``replay``     the replay memories of the memory ladder, and the memory guard (01, 04, 05)
+- ``toy``        numbered toy transitions that make stacks readable (04)
+- ``profiling``  RSS, tracemalloc, fresh-subprocess measurements, "does it fit?" (01, 05)
+- ``bench``      timing helpers shared by notebooks and benchmarks (05)
+- ``ladder``     the memory ladder, measured rung by rung, and its figure (06, README)
 - ``networks``   the Nature DQN CNN
-- ``agent``      acting and learning, batched and per-sample targets (notebook 06)
-- ``train``      the training loop and its CLI (notebook 07)
-- ``profiling``  RSS, tracemalloc, fresh-subprocess measurements, "does it fit?" (notebook 01)
+- ``agent``      acting and learning, batched and per-sample targets (06)
+- ``train``      the training loop and its CLI (07)
+- ``playback``   watching a checkpoint play, replay RAM at 1M (07)
+- ``checks``     one-call self-checks for the exercises (all)
 """
 import os
 

@@ -11,3 +11,493 @@ from __future__ import annotations
 def _passed(message: str) -> bool:
     print(f"✓ {message}")
     return True
+
+
+# --- notebooks 00 (setup), 02 (downsample), 03 (dtypes) ------------------------------------------
+
+def _not_answered_yet(todo: str) -> None:
+    """The answer is still ``None``: say so without raising, so the notebook runs top to bottom."""
+    print(f"Not answered yet: {todo}, then run this cell again.")
+    return None
+
+
+def _require_number(answer, what: str) -> None:
+    import numbers
+
+    assert isinstance(answer, numbers.Real) and not isinstance(answer, bool), (
+        f"{what} should be a number of bytes (an int), got {type(answer).__name__}: {answer!r}")
+
+
+def check_raw_transition_bytes(answer) -> bool | None:
+    """Notebook 00: bytes of one transition whose s and s' are separate 4-stacks of raw 210x160x3 uint8 screens."""
+    if answer is None:
+        return _not_answered_yet("set `answer` to the number of bytes")
+    _require_number(answer, "answer")
+    screen = 210 * 160 * 3
+    expected = 2 * 4 * screen
+    if answer == expected:
+        return _passed(f"{expected:,} bytes per transition: 2 states (s and s') x 4 screens x 210x160x3 bytes.")
+    hints = {
+        screen: "that is one screen; a transition holds two states of 4 screens each",
+        4 * screen: "that is one 4-stack (s); s' is stored as a separate copy too",
+        2 * screen: "that is s and s' as single screens; each state is a stack of 4 screens",
+        8 * expected: "that is bits; count bytes (a uint8 pixel value is 1 byte)",
+        2 * 4 * 84 * 84: "that is 84x84 gray frames; this memory stores raw 210x160x3 RGB screens",
+        2 * 4 * 210 * 160: "that leaves out the 3 colour channels of each pixel",
+    }
+    hint = hints.get(answer, "bytes = height x width x channels (x 1 byte per uint8) per screen, "
+                             "x 4 screens per state, x 2 states (s and s')")
+    raise AssertionError(f"{answer:,} is not it: {hint}.")
+
+
+def _preprocess_check_frames():
+    """Real Breakout screens for ``check_preprocess`` (computed once per process)."""
+    global _PREPROCESS_FRAMES
+    if _PREPROCESS_FRAMES is None:
+        from dqn_course.frames import raw_frames
+
+        _PREPROCESS_FRAMES = raw_frames(6, seed=1, every=20)
+    return _PREPROCESS_FRAMES
+
+
+_PREPROCESS_FRAMES = None
+
+
+def _preprocess_hint(out, frame) -> str:
+    """Why ``out`` differs from the reference for ``frame``: compare with the usual mistakes."""
+    import cv2
+    import numpy as np
+
+    def close(a):
+        return a.shape == out.shape and int(np.abs(a.astype(np.int16) - out.astype(np.int16)).max()) <= 1
+
+    gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+    area = cv2.INTER_AREA
+    if close(cv2.resize(gray, (84, 84), interpolation=area).T):
+        return "the frame comes out transposed (cv2.resize takes (width, height); don't swap axes)"
+    if close(cv2.resize(cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY), (84, 84), interpolation=area)):
+        return "the screen is RGB, not BGR: use cv2.COLOR_RGB2GRAY"
+    if close(cv2.resize(frame.mean(axis=2).astype(np.uint8), (84, 84), interpolation=area)):
+        return ("a plain mean of R, G and B is not luminance: use cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY), "
+                "which weighs green most")
+    for name in ("INTER_LINEAR", "INTER_NEAREST", "INTER_CUBIC"):
+        if close(cv2.resize(gray, (84, 84), interpolation=getattr(cv2, name))):
+            return (f"that is cv2.{name}; use interpolation=cv2.INTER_AREA, which averages every input pixel "
+                    "an output pixel covers (thin bricks and the ball are not skipped)")
+    return ("convert the whole screen to gray with cv2.COLOR_RGB2GRAY, then cv2.resize it to (84, 84) with "
+            "interpolation=cv2.INTER_AREA (no cropping)")
+
+
+def check_preprocess(preprocess) -> bool | None:
+    """Notebook 02: ``preprocess(frame)`` turns a (210, 160, 3) RGB uint8 screen into an (84, 84) uint8 frame.
+
+    Compared on real Breakout screens with the course's reference (``frames.downsample``: luminance gray,
+    then ``cv2.resize`` with ``INTER_AREA``, as ``AtariPreprocessing`` does); pixels may differ by 1
+    (rounding), no more.
+    """
+    import numpy as np
+
+    from dqn_course.frames import downsample
+
+    if preprocess is None:
+        return _not_answered_yet("write `preprocess(frame)` and pass the function (no brackets)")
+    assert callable(preprocess), f"pass the function itself, e.g. check_preprocess(preprocess), got {preprocess!r}"
+    for i, frame in enumerate(_preprocess_check_frames()):
+        out = preprocess(frame.copy())
+        assert isinstance(out, np.ndarray), f"preprocess should return a numpy array, got {type(out).__name__}"
+        if out.shape != (84, 84):
+            if out.shape in ((84, 84, 1), (1, 84, 84)):
+                hint = "drop the channel axis (a gray frame is 2-D)"
+            elif out.shape == (105, 80):
+                hint = "that is every second row and column of 210x160; resize to 84x84 with cv2.resize instead"
+            elif out.shape[-1:] == (3,):
+                hint = "the frame is still in colour; convert to gray with cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)"
+            else:
+                hint = "resize the gray screen with cv2.resize(gray, (84, 84), interpolation=cv2.INTER_AREA)"
+            raise AssertionError(f"preprocess returned shape {out.shape}, expected (84, 84): {hint}.")
+        if out.dtype != np.uint8:
+            raise AssertionError(
+                f"preprocess returned dtype {out.dtype} ({out.dtype.itemsize} bytes per pixel), expected uint8 "
+                "(1 byte): keep the pixels as integers 0-255 (np.mean and /255 turn them into float64)")
+        ref = downsample(frame)
+        diff = np.abs(out.astype(np.int16) - ref.astype(np.int16))
+        if int(diff.max()) > 1:
+            raise AssertionError(
+                f"on test screen {i}, {int((diff > 1).sum()):,} of 7,056 pixels differ from the reference by more "
+                f"than 1 (up to {int(diff.max())}): {_preprocess_hint(out, frame)}.")
+    return _passed("preprocess matches the reference (gray + INTER_AREA resize to 84x84, uint8) on "
+                   f"{len(_preprocess_check_frames())} real Breakout screens.")
+
+
+def check_replay_bytes(replay_bytes) -> bool | None:
+    """Notebook 03: ``replay_bytes(n, dtype)`` = bytes of n transitions storing s and s' as (4, 84, 84) ``dtype``."""
+    import numpy as np
+
+    if replay_bytes is None:
+        return _not_answered_yet("write `replay_bytes(n_transitions, dtype)` and pass the function (no brackets)")
+    assert callable(replay_bytes), f"pass the function itself, e.g. check_replay_bytes(replay_bytes), got {replay_bytes!r}"
+    state = 4 * 84 * 84
+    for n, dtype in ((1, np.uint8), (1, np.float32), (32, np.float16), (1_000_000, np.float64), (1_000_000, np.uint8)):
+        got = replay_bytes(n, dtype)
+        _require_number(got, f"replay_bytes({n:,}, np.{np.dtype(dtype).name})")
+        size = np.dtype(dtype).itemsize
+        expected = n * 2 * state * size
+        if got == expected:
+            continue
+        hints = {
+            expected // 2: "that stores one state; s' is kept as a separate copy too (x 2)",
+            n * 2 * state: "every dtype gives the same answer: multiply by the bytes per pixel, np.dtype(dtype).itemsize",
+            8 * expected: "that is bits; itemsize is already in bytes",
+            expected // 4: "each state is a stack of 4 frames (4 x 84 x 84 pixels)",
+            expected // n if n > 1 else -1: "multiply by the number of transitions n",
+        }
+        hint = hints.get(got, "bytes = n x 2 states x (4 x 84 x 84 pixels) x np.dtype(dtype).itemsize")
+        raise AssertionError(
+            f"replay_bytes({n:,}, np.{np.dtype(dtype).name}) returned {got:,}, expected {expected:,}: {hint}.")
+    return _passed("replay_bytes is right: n x 2 x 4x84x84 x itemsize "
+                   f"(1M transitions: {replay_bytes(1_000_000, np.uint8) / 1e9:.1f} GB as uint8, "
+                   f"{replay_bytes(1_000_000, np.float32) / 1e9:.1f} GB as float32).")
+
+
+# --- notebooks 04-06: frame sharing, the ring buffer, batched targets ---------------------------------------
+
+def check_stack_at(stack_at) -> bool | None:
+    """Notebook 04: ``stack_at(frames, first, t, stack=4)`` builds the state whose newest frame is ``frames[t]``.
+
+    ``frames`` holds one frame per step in order, ``first[k]`` is True where frame k starts an episode.
+    The answer is compared with ``FrameSharingMemory.stacks_at`` (and with the stacks the agent saw)
+    on random episodes, short ones and stacks of 2, 3 and 4 included.
+    """
+    if stack_at is None:
+        return _not_answered_yet("write stack_at(frames, first, t, stack=4)")
+    import numpy as np
+
+    from dqn_course.replay import FrameSharingMemory
+    from dqn_course.toy import frame_numbers, numbered_transitions
+
+    def numbers(a):
+        try:
+            return frame_numbers(a)
+        except Exception:  # the answer may not even be indexable; the hint still has to print
+            return repr(a)
+
+    rng = np.random.default_rng(404)
+    checked = at_start = 0
+    for stack in (4, 4, 2, 3, 4):
+        lengths = [int(n) for n in rng.integers(1, 9, size=6)]
+        lost = {int(i) for i in rng.choice(sum(lengths), size=3, replace=False)}
+        shape = (stack, 2, 3)
+        memory = FrameSharingMemory(sum(lengths) + len(lengths), shape, seed=0)
+        truth = {}
+        for n, transition in enumerate(numbered_transitions(lengths, stack, shape[1:], life_lost=lost)):
+            memory.add(*transition)
+            truth[n] = transition
+        frames = memory.frames[:memory.written]
+        first = memory.first[:memory.written]
+        slots = np.flatnonzero(memory.valid)
+        states, next_states = memory.stacks_at(slots)
+        for k, s, s2 in zip(slots, states, next_states):
+            seen = truth[int(memory.ids[k])]
+            if not (np.array_equal(s, seen[0]) and np.array_equal(s2, seen[3])):
+                raise RuntimeError("FrameSharingMemory disagrees with the stacks it was given: a bug in "
+                                   "dqn_course, not in your answer; please report it")
+            for t, expected in ((int(k), s), (int(k) + 1, s2)):
+                got = stack_at(frames.copy(), first.copy(), t, stack=stack)
+                if got is None:
+                    return _not_answered_yet("stack_at still returns None; build the stack")
+                got = np.asarray(got)
+                start = int(np.flatnonzero(first[:t + 1])[-1])
+                where = (f"at t={t} with stack={stack} (frames numbered by step; this episode starts at "
+                         f"frame {start}): expected frames {numbers(expected)}, got {numbers(got)}")
+                assert got.shape == expected.shape, (
+                    f"stack_at must return one array of shape (stack, H, W) = {expected.shape}, got shape "
+                    f"{got.shape} {where}. Index the frames as frames[[...]] with `stack` indices.")
+                if np.array_equal(got, expected):
+                    checked += 1
+                    at_start += t - stack + 1 < start
+                    continue
+                idx = np.arange(t - stack + 1, t + 1)
+                no_episode = frames[np.maximum(idx, 0)]
+                zeros = np.where((idx < start)[:, None, None], 0, frames[np.maximum(idx, start)])
+                hint = "compare your stack with the expected one, frame by frame"
+                if np.array_equal(got, expected[::-1]):
+                    hint = "the order is reversed: oldest frame first, frames[t] last"
+                elif np.array_equal(got, no_episode):
+                    hint = ("the stack reaches back across an episode start into the previous episode: stop at "
+                            "the latest k <= t with first[k] True and repeat frames[k] for the earlier positions")
+                elif np.array_equal(got, zeros):
+                    hint = "positions before the episode's first frame repeat that first frame (not zeros)"
+                elif np.array_equal(got, np.repeat(frames[t:t + 1], stack, axis=0)):
+                    hint = "only an episode's first frame is repeated; later stacks hold consecutive frames"
+                raise AssertionError(f"stack_at is wrong {where}. Hint: {hint}.")
+    return _passed(f"stack_at matches FrameSharingMemory on {checked} stacks, {at_start} of them padded "
+                   "at an episode start")
+
+
+def check_ring(ring_class) -> bool | None:
+    """Notebook 05: a preallocated ring ``ring_class(capacity, item_shape, dtype)`` with
+    ``add(item)``, ``len(ring)`` and ``sample(batch_size, rng)`` (an array of ``batch_size`` items).
+
+    Checked: it holds at most ``capacity`` items, overwrites the oldest first, samples only what it
+    holds (all of it, uniformly enough), keeps the dtype, and copies items into storage made once in
+    ``__init__`` instead of keeping the arrays it is given (measured with tracemalloc).
+    """
+    if ring_class is None:
+        return _not_answered_yet("write the ring class")
+    import numpy as np
+
+    from dqn_course.profiling import TraceMalloc
+
+    rng = np.random.default_rng(505)
+
+    def item(v, shape=(2, 3)):
+        return np.full(shape, v, np.uint8)
+
+    ring = ring_class(5, (2, 3), np.uint8)
+    for v in (10, 11, 12):
+        ring.add(item(v))
+    batch = ring.sample(300, rng)
+    if batch is None:
+        return _not_answered_yet("sample() still returns None; return an array of sampled items")
+    batch = np.asarray(batch)
+    assert batch.shape == (300, 2, 3), (
+        f"sample(300, rng) should return an array of shape (300, *item_shape) = (300, 2, 3), got {batch.shape}")
+    assert batch.dtype == np.uint8, (
+        f"sampled items have dtype {batch.dtype}, the ring was made for uint8: preallocate storage with the "
+        "dtype passed to __init__")
+    assert len(ring) == 3, f"after 3 adds into capacity 5, len(ring) should be 3, got {len(ring)}"
+    assert all(len(set(np.unique(x))) == 1 for x in batch), "each sampled item must be one whole stored item"
+    got = set(int(x.flat[0]) for x in batch)
+    assert got <= {10, 11, 12}, (
+        f"after adding items 10, 11, 12 the ring sampled {sorted(got)}: sample only the slots written so far "
+        "(draw indices below len(ring))")
+    assert got == {10, 11, 12}, f"300 draws from 3 items should see all of them, saw only {sorted(got)}"
+    for v in range(13, 17):
+        ring.add(item(v))
+    assert len(ring) == 5, f"after 7 adds into capacity 5, len(ring) should be 5, got {len(ring)}"
+    got = set(int(x.flat[0]) for x in np.asarray(ring.sample(500, rng)))
+    if got == {10, 11, 12, 13, 14}:
+        raise AssertionError("the ring stopped storing once full; it must overwrite the oldest item: the write "
+                             "head goes back to slot 0 (head = (head + 1) % capacity)")
+    assert got == {12, 13, 14, 15, 16}, (
+        f"after adding items 10..16 into capacity 5 the ring should hold 12..16, it sampled {sorted(got)}")
+
+    big = ring_class(500, (84, 84), np.uint8)
+    with TraceMalloc() as tm:
+        for v in range(1_500):
+            big.add(item(v % 256, (84, 84)))
+    assert tm.current < 500 * 84 * 84 // 4, (
+        f"adding 1,500 frames kept {tm.current:,} more bytes allocated: the ring keeps the arrays it is given "
+        "(a list or deque of references) or allocates per add. Allocate one array of shape "
+        "(capacity, *item_shape) in __init__ and copy each item into its slot")
+    return _passed("the ring holds the newest `capacity` items in storage made once, and samples only them")
+
+
+def check_td_targets(td_targets) -> bool | None:
+    """Notebook 06: ``td_targets(rewards, dones, next_q_target, gamma, next_q_online=None)`` for a whole batch.
+
+    ``next_q_target`` and ``next_q_online`` are (B, n_actions) Q-values of s' from the target and the
+    online network. Without ``next_q_online``: r + γ (1 - done) max_a Q_target(s', a). With it (Double
+    DQN): the online network picks a* = argmax_a Q_online(s', a), the target network values it.
+    Compared with ``DQNAgent.batched_targets`` on a seeded batch, plain and double.
+    """
+    if td_targets is None:
+        return _not_answered_yet("write td_targets(rewards, dones, next_q_target, gamma, next_q_online=None)")
+    import numpy as np
+    import torch
+
+    from dqn_course.agent import DQNAgent, batch_to_tensors
+    from dqn_course.replay import Batch
+
+    with torch.random.fork_rng(devices=[]):  # leave the learner's own torch seed as it was
+        rng = np.random.default_rng(606)
+        B = 32
+
+        def batch():
+            frames = rng.integers(0, 256, size=(B, 5, 84, 84), dtype=np.uint8)
+            dones = (rng.random(B) < 0.25).astype(np.float32)
+            dones[:2] = 1.0, 0.0
+            return Batch(frames[:, :4], rng.integers(0, 4, B), rng.choice([-1.0, 0.0, 1.0], B).astype(np.float32),
+                         frames[:, 1:], dones, np.arange(B))
+
+        agent = DQNAgent(4, "cpu", lr=1e-3, seed=606)
+        for _ in range(3):  # move the online network away from its target copy, so Double DQN differs
+            agent.learn(batch())
+        t = batch_to_tensors(batch(), torch.device("cpu"))
+        with torch.no_grad():
+            q_target, q_online = agent.target(t["next_states"]), agent.q(t["next_states"])
+        r, d, g = t["rewards"], t["dones"], agent.gamma
+        for double in (False, True):
+            agent.double = double
+            expected = agent.batched_targets(t)
+            args = (r.clone(), d.clone(), q_target.clone(), g) + ((q_online.clone(),) if double else ())
+            got = td_targets(*args)
+            if got is None:
+                return _not_answered_yet("td_targets still returns None")
+            got = torch.as_tensor(got, dtype=torch.float32).detach().cpu()
+            name = "Double DQN (next_q_online given)" if double else "plain DQN"
+            assert got.shape == expected.shape, (
+                f"{name}: td_targets should return one target per transition, shape {tuple(expected.shape)}, "
+                f"got {tuple(got.shape)} (reduce over the action axis, dim=1)")
+            if torch.allclose(got, expected, atol=1e-5):
+                continue
+            a_star = q_online.argmax(1, keepdim=True)
+            candidates = {
+                "terminal transitions (done = 1) must not bootstrap: multiply the next value by (1 - done)":
+                    r + g * (q_target.gather(1, a_star).squeeze(1) if double else q_target.max(1).values),
+                "multiply the next state's value by gamma": r + (1 - d) * q_target.max(1).values,
+                "take the max over actions (dim=1), not over the batch": r + g * (1 - d) * q_target.max(),
+                ("Double DQN: the online network *chooses* a* = argmax Q_online(s', a); the target network "
+                 "*values* it, Q_target(s', a*); you used the max of the target network"):
+                    r + g * (1 - d) * q_target.max(1).values,
+                "Double DQN: value a* with the target network, not with the online network":
+                    r + g * (1 - d) * q_online.max(1).values,
+            }
+            hint = next((h for h, c in candidates.items() if torch.allclose(got, c, atol=1e-5)),
+                        "targets are r + gamma * (1 - done) * V(s'), with V(s') from the target network")
+            worst = int((got - expected).abs().argmax())
+            raise AssertionError(f"{name}: target {worst} is {got[worst]:.4f}, expected {expected[worst]:.4f} "
+                                 f"(reward {r[worst]:.0f}, done {d[worst]:.0f}). Hint: {hint}.")
+    return _passed("td_targets matches DQNAgent.batched_targets for plain and Double DQN")
+
+
+# --- notebook 01: the naive agent ---------------------------------------------------------------------------
+
+def _call_answer(fn, args: tuple, name: str):
+    """Call a learner's function; a crash becomes an AssertionError that names the call."""
+    try:
+        return fn(*args)
+    except ZeroDivisionError as exc:
+        raise AssertionError(f"{name}{args} raised ZeroDivisionError ({exc}): a memory that does not grow "
+                             "(bytes_per_step <= 0) is never killed: return math.inf for it") from None
+
+
+def check_bytes_per_transition(bytes_per_transition) -> bool | None:
+    """Notebook 01: ``bytes_per_transition(step_a, rss_a, step_b, rss_b)`` from two RSS readings.
+
+    One transition is stored per agent step, so the answer is the growth between the readings
+    divided by the steps between them; the baseline (interpreter, torch, the networks) cancels out.
+    """
+    if bytes_per_transition is None:
+        return _not_answered_yet("write `bytes_per_transition(step_a, rss_a, step_b, rss_b)` and pass the function")
+    assert callable(bytes_per_transition), (
+        f"pass the function itself, e.g. check_bytes_per_transition(bytes_per_transition), got {bytes_per_transition!r}")
+    cases = ((500, 400_000_000, 1_500, 434_000_000),
+             (1_000, 1_000_000_000, 3_000, 1_403_200_000),
+             (3_000, 1_403_200_000, 1_000, 1_000_000_000),  # readings given latest first
+             (0, 350_000_000, 250, 350_000_000))  # a memory that does not grow
+    for args in cases:
+        step_a, rss_a, step_b, rss_b = args
+        got = _call_answer(bytes_per_transition, args, "bytes_per_transition")
+        if got is None:
+            return _not_answered_yet("bytes_per_transition still returns None; return a number of bytes")
+        _require_number(got, f"bytes_per_transition{args}")
+        expected = (rss_b - rss_a) / (step_b - step_a)
+        if abs(got - expected) <= 1e-6 * max(1.0, abs(expected)):
+            continue
+        hints = [
+            (rss_b - rss_a, "that is the growth between the readings; divide by the steps between them"),
+            (rss_b / step_b if step_b else float("nan"),
+             "that divides the whole RSS by the step, baseline included (the interpreter, torch, the networks "
+             "are there at step 0); use the difference of two readings"),
+            (-expected, "the sign is off: subtract the earlier reading from the later one (in the same order for "
+                        "steps and bytes)"),
+            (expected / 2**20, "that is MiB; answer in bytes"),
+            (expected / 1e6, "that is MB; answer in bytes"),
+            (expected / 2, "one transition is stored per step: do not halve it (s and s' copies are already in "
+                           "the readings)"),
+        ]
+        hint = next((h for value, h in hints if abs(got - value) <= 1e-6 * max(1.0, abs(value))),
+                    "bytes per transition = (rss_b - rss_a) / (step_b - step_a)")
+        raise AssertionError(f"bytes_per_transition{args} returned {got:,.1f}, expected {expected:,.1f}: {hint}.")
+    return _passed("bytes_per_transition is right: growth between two readings / steps between them "
+                   "(the baseline cancels out)")
+
+
+def check_killed_at_step(killed_at_step) -> bool | None:
+    """Notebook 01: ``killed_at_step(baseline_bytes, bytes_per_step, available_bytes)``.
+
+    A fresh agent process starts at ``baseline_bytes`` of RSS and grows by ``bytes_per_step``; with no
+    swap it is killed (roughly) when that reaches the RAM available: at step
+    (available - baseline) / bytes_per_step, and never (``math.inf``) if it does not grow.
+    Answers within one step of that are right (rounding up or down is fine).
+    """
+    import math
+    import numbers
+
+    if killed_at_step is None:
+        return _not_answered_yet("write `killed_at_step(baseline_bytes, bytes_per_step, available_bytes)` and "
+                                 "pass the function")
+    assert callable(killed_at_step), (
+        f"pass the function itself, e.g. check_killed_at_step(killed_at_step), got {killed_at_step!r}")
+    cases = ((350_000_000, 40_000, 20_000_000_000),
+             (0, 201_600, 16 * 2**30),
+             (400_000_000, 34_000, 8_000_000_000),
+             (400_000_000, 0, 8_000_000_000),
+             (400_000_000, -100, 8_000_000_000))
+    for args in cases:
+        baseline, per_step, available = args
+        got = _call_answer(killed_at_step, args, "killed_at_step")
+        if got is None:
+            return _not_answered_yet("killed_at_step still returns None; return a step number")
+        assert isinstance(got, numbers.Real) and not isinstance(got, bool), (
+            f"killed_at_step{args} should return a step number (int, float or math.inf), got "
+            f"{type(got).__name__}: {got!r}")
+        if per_step <= 0:
+            assert got == math.inf, (
+                f"killed_at_step{args} returned {got!r}: with bytes_per_step = {per_step} the memory never grows, "
+                "so the process is never killed: return math.inf")
+            continue
+        expected = (available - baseline) / per_step
+        if abs(got - expected) <= 1:
+            continue
+        hints = [
+            (available / per_step, "the baseline is in RAM before the first step: only available - baseline "
+                                   "is left for the memory to grow into"),
+            ((available + baseline) / per_step, "subtract the baseline from the available RAM, don't add it"),
+            (available / per_step / 2, "bytes_per_step is already per transition (per step): don't halve it"),
+            (available - baseline - per_step, "divide what is left by the bytes per step"),
+        ]
+        hint = next((h for value, h in hints if abs(got - value) <= 1),
+                    "killed at step (available_bytes - baseline_bytes) / bytes_per_step")
+        raise AssertionError(f"killed_at_step{args} returned {got:,.1f}, expected about {expected:,.1f}: {hint}.")
+    return _passed("killed_at_step is right: (available - baseline) / bytes per step, and never (inf) "
+                   "for a memory that does not grow")
+
+
+# --- notebook 07: does it learn? -----------------------------------------------------------------------------
+
+def check_updates_in_run(answer) -> bool | None:
+    """Notebook 07: gradient updates in a 10,000,000-agent-step run with learning_starts=80,000 and train_every=4.
+
+    ``train.train`` makes no update before ``learning_starts``, then one per ``train_every`` agent
+    steps summed over all envs: (10M - 80k) / 4 = 2,480,000 with 1 env or 8. The loop's exact counts
+    (2,480,000 with 1 env; 2,480,002 with 8, whose step counter moves 8 at a time) are within 4 of that.
+    """
+    if answer is None:
+        return _not_answered_yet("set `updates` to the number of gradient updates")
+    import numbers
+
+    assert isinstance(answer, numbers.Real) and not isinstance(answer, bool), (
+        f"updates should be a number (of gradient updates), got {type(answer).__name__}: {answer!r}")
+    total, starts, every, batch, envs = 10_000_000, 80_000, 4, 32, 8
+    expected = (total - starts) / every
+    if abs(answer - expected) <= 4:
+        return _passed(f"{expected:,.0f} gradient updates: none in the first {starts:,} steps, then one per "
+                       f"{every} agent steps ({expected * batch:,.0f} sampled transitions in batches of {batch}); "
+                       f"the same with {envs} envs, {envs // every} updates per vector step.")
+    hints = [
+        (total / every, "no update happens before learning_starts: subtract those 80,000 steps first"),
+        (total - starts, "one update per train_every = 4 agent steps, not one per step"),
+        (expected * batch, "that counts sampled transitions; each update uses one batch of 32"),
+        (expected / batch, "the batch size does not divide the count: one update per 4 steps, whatever the batch"),
+        (expected / envs, "train_every counts agent steps summed over all envs: 8 envs make 2 updates per vector "
+                          "step, so the total does not change"),
+        (expected * envs, "10M counts agent steps over all envs together: 8 envs don't multiply the updates"),
+        (expected / 4, "10M already counts agent steps, not emulator frames: don't divide by the frame skip"),
+        (total / every - starts, "subtract the 80,000 steps before dividing by 4 (80,000 steps make no update), "
+                                 "not from the result"),
+    ]
+    hint = next((h for value, h in hints if abs(answer - value) <= 4),
+                "updates = (total_steps - learning_starts) / train_every")
+    raise AssertionError(f"{answer:,} is not it: {hint}.")

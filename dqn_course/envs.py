@@ -139,3 +139,24 @@ def random_frames(n: int, seed: int = 0, frame_stack: int = 4) -> list[tuple]:
         state = env.reset()[0] if episode_end else next_state
     env.close()
     return out
+
+
+def make_vector_envs(num_envs: int = 1, seed: int = 0, backend: str = "gymnasium"):
+    """N Breakouts behind gymnasium's vector API, with next-step autoreset in both backends.
+
+    ``backend="gymnasium"`` steps ``make_breakout`` copies one after another in this process (the
+    plain path; N=1 is the classic single-env loop); ``backend="ale"`` is ale-py's C++
+    ``AtariVectorEnv``, stepping all N in threads (the fast path). Either way ``info["lives"]`` is
+    an array the training loop uses to detect a lost life, and the step after an episode ends only
+    resets that env (its transition is not a real one).
+    """
+    if backend == "ale":
+        return make_vector_breakout(num_envs, seed=seed)
+    if backend != "gymnasium":
+        raise ValueError(f"backend must be 'gymnasium' or 'ale', got {backend!r}")
+    from functools import partial
+
+    envs = gym.vector.SyncVectorEnv([partial(make_breakout, seed=seed + i) for i in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
+    envs.reset(seed=seed)
+    return envs

@@ -188,28 +188,55 @@ class NaiveDequeMemory(ReplayMemory):
 
 
 class _PreallocatedRing(ReplayMemory):
-    """A ring of preallocated numpy arrays; the memory guard runs before any of them exists.
+    """A ring of preallocated arrays; the memory guard runs before any of them exists.
 
     ``arrays`` maps a name to (shape without the capacity axis, dtype). ``prefault=True`` writes
     every page once, so a capacity the machine cannot really back fails now, not hours later
-    (``np.zeros`` only reserves address space; pages arrive when first written).
+    (``np.zeros`` only reserves address space; pages arrive when first written). Arrays named in
+    ``device_arrays`` become torch tensors on ``device`` (e.g. the frames, on the GPU), checked
+    against that device's free memory instead of the host's RAM.
     """
 
-    def __init__(self, capacity, obs_shape, obs_dtype, seed, arrays: dict, prefault: bool):
+    def __init__(self, capacity, obs_shape, obs_dtype, seed, arrays: dict, prefault: bool,
+                 device=None, device_arrays: tuple[str, ...] = ()):
         super().__init__(capacity, obs_shape, obs_dtype, seed)
-        planned = sum(self.capacity * int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
-                      for shape, dt in arrays.values())
-        check_fits(planned, f"{type(self).__name__}(capacity={self.capacity:,})")
+
+        def planned(names) -> int:
+            return sum(self.capacity * int(np.prod(arrays[n][0], dtype=np.int64)) * np.dtype(arrays[n][1]).itemsize
+                       for n in names)
+
+        what = f"{type(self).__name__}(capacity={self.capacity:,})"
+        on_device = tuple(device_arrays) if device is not None else ()
+        self.device = None
+        if on_device:
+            import torch
+
+            self.device = torch.device(device)
+            if self.device.type == "cuda":
+                free, _ = torch.cuda.mem_get_info(self.device)
+                check_fits(planned(on_device), what + f" on {self.device}", available=free)
+                on_host = [n for n in arrays if n not in on_device]
+            else:
+                on_host = list(arrays)
+        else:
+            on_host = list(arrays)
+        check_fits(planned(on_host), what)
         for name, (shape, dt) in arrays.items():
-            arr = np.zeros((self.capacity, *shape), dtype=dt)
-            if prefault:
-                arr.fill(0)
+            if name in on_device:
+                import torch
+
+                arr = torch.zeros((self.capacity, *shape), dtype=getattr(torch, np.dtype(dt).name), device=self.device)
+            else:
+                arr = np.zeros((self.capacity, *shape), dtype=dt)
+                if prefault:
+                    arr.fill(0)
             setattr(self, name, arr)
         self._array_names = tuple(arrays)
 
     @property
     def nbytes(self) -> int:
-        return sum(getattr(self, n).nbytes for n in self._array_names)
+        return sum(int(a.nbytes) if isinstance(a, np.ndarray) else a.numel() * a.element_size()
+                   for a in (getattr(self, n) for n in self._array_names))
 
 
 class StackedRingMemory(_PreallocatedRing):
@@ -232,7 +259,12 @@ class StackedRingMemory(_PreallocatedRing):
     def sample(self, batch_size: int) -> Batch:
         self._check_batch_size(batch_size)
         i = self.rng.integers(0, len(self), size=batch_size)
-        return Batch(self.states[i], self.actions[i].astype(np.int64), self.rewards[i], self.next_states[i],
+        # s and s' gathered into one block: two fresh ~0.9 MB outputs per batch made glibc hand the
+        # heap top back to the OS after every batch and fault it in again (~400 page faults, 3x slower).
+        both = np.empty((2, batch_size, *self.obs_shape), self.obs_dtype)
+        np.take(self.states, i, axis=0, out=both[0], mode="clip")  # indices are in range; "clip" avoids a buffer
+        np.take(self.next_states, i, axis=0, out=both[1], mode="clip")
+        return Batch(both[0], self.actions[i].astype(np.int64), self.rewards[i], both[1],
                      self.dones[i].astype(np.float32), self.ids[i])
 
     def __len__(self) -> int:
@@ -297,23 +329,34 @@ class FrameSharingMemory(_PreallocatedRing):
        the first of them that starts an episode (its lookback ends there).
     4. A new transition becomes valid only when its s' frame is written, so the newest frame (the
        head's last write) never starts a valid transition.
+
+    Episode starts. The first state of an episode is stored from its first non-padding frame on:
+    one frame when the stack is padded (gymnasium's ``FrameStackObservation``), up to ``stack``
+    frames when it already holds real frames (ale-py's ``AtariVectorEnv`` after its no-op and FIRE
+    steps). Either way the rebuilt stacks equal what the agent saw.
+
+    ``device="cuda"`` keeps the frames as a torch tensor on the GPU (1M frames = 7 GB there, almost
+    nothing in host RAM); ``sample`` then returns ``states``/``next_states`` as device tensors,
+    gathered on the device, with no host copy of any frame.
     """
 
     def __init__(self, capacity: int, obs_shape=(4, 84, 84), seed: int | None = None, padding: str = "repeat",
-                 prefault: bool = False):
+                 prefault: bool = False, device=None):
         if padding not in ("repeat", "zero"):
             raise ValueError(f"padding must be 'repeat' or 'zero', got {padding!r}")
-        if capacity < obs_shape[0] + 1:
+        # Non-integers fall through to the base class's "positive integer" error, not a raw TypeError.
+        if isinstance(capacity, (int, np.integer)) and capacity < obs_shape[0] + 1:
             raise ValueError(f"capacity must be at least stack+1 = {obs_shape[0] + 1} frames, got {capacity}")
         arrays = {"frames": (tuple(obs_shape[1:]), np.uint8), "actions": ((), np.uint8),
                   "rewards": ((), np.float32), "dones": ((), np.bool_), "first": ((), np.bool_),
                   "valid": ((), np.bool_), "ids": ((), np.int64)}
-        super().__init__(capacity, obs_shape, np.uint8, seed, arrays, prefault)
+        super().__init__(capacity, obs_shape, np.uint8, seed, arrays, prefault, device, ("frames",))
         self.padding = padding
         self.head = 0  # next slot to write
         self.written = 0  # frames ever written (so min(written, capacity) slots hold data)
         self.num_valid = 0
         self._in_episode = False  # True once an episode's first frame is written and it has not ended
+        self._last_frame = np.zeros(self.frame_shape, np.uint8)  # host copy of the newest frame
 
     def _write_frame(self, frame: np.ndarray, first: bool) -> int:
         """Write one frame at the head, keeping invariant 3; returns its slot."""
@@ -328,7 +371,8 @@ class FrameSharingMemory(_PreallocatedRing):
             if self.valid[j]:
                 self.valid[j] = False
                 self.num_valid -= 1
-        self.frames[k] = frame
+        self.frames[k] = frame if self.device is None else self._torch.as_tensor(frame).to(self.device)
+        self._last_frame[...] = frame
         self.first[k] = first
         self.ids[k] = -1
         self.head = (k + 1) % C
@@ -340,18 +384,13 @@ class FrameSharingMemory(_PreallocatedRing):
         if episode_end is None:
             episode_end = done
         if not self._in_episode:
-            # Episode start: store its first frame. Earlier stack positions must be padding,
-            # or the stacks rebuilt at sample time would differ from what the agent saw.
-            pad = state[-1:] if self.padding == "repeat" else 0
-            if not np.array_equal(state[:-1], np.broadcast_to(pad, state[:-1].shape)):
-                raise ValueError(
-                    f"the first state of an episode must be padded with {self.padding!r} frames before its "
-                    "newest frame (check FrameStackObservation's padding_type, or that episode_end=True "
-                    "was passed when the environment was reset)")
-            self._write_frame(state[-1], first=True)
+            # Episode start: store the frames after the padding; stacks_at pads back to the left.
+            p = self._padding_prefix(state)
+            for i in range(p, self.stack):
+                self._write_frame(state[i], first=(i == p))
             self._in_episode = True
         k = (self.head - 1) % self.capacity  # slot of state's newest frame (the last one written)
-        if not np.array_equal(self.frames[k], state[-1]):
+        if not np.array_equal(self._last_frame, state[-1]):
             raise ValueError("state does not continue the previous transition's next_state: pass "
                              "episode_end=True for the step after which the environment was reset")
         self.actions[k], self.rewards[k], self.dones[k], self.ids[k] = action, reward, done, self.added
@@ -361,6 +400,22 @@ class FrameSharingMemory(_PreallocatedRing):
         self.added += 1
         if episode_end:
             self._in_episode = False
+
+    def _padding_prefix(self, state: np.ndarray) -> int:
+        """How many leading frames of ``state`` ``stacks_at`` can rebuild as padding (at most stack-1)."""
+        p = 0
+        while p < self.stack - 1:
+            pad = state[p + 1] if self.padding == "repeat" else 0
+            if not np.array_equal(state[: p + 1], np.broadcast_to(pad, state[: p + 1].shape)):
+                break
+            p += 1
+        return p
+
+    @property
+    def _torch(self):
+        import torch
+
+        return torch
 
     def _draw_slots(self, batch_size: int) -> np.ndarray:
         """Uniform over valid slots: rejection sampling, with an exact fallback for sparse rings."""
@@ -381,20 +436,85 @@ class FrameSharingMemory(_PreallocatedRing):
         # Position of the episode's first frame inside the stack (0 if it lies further back).
         start = np.where(first.any(1), S - 1 - np.argmax(first[:, ::-1], axis=1), 0)
         pos = np.maximum(np.arange(S + 1), start[:, None])  # padding positions read the first frame
-        frames = self.frames[np.take_along_axis(window, pos, axis=1)]  # (B, S+1, H, W)
+        index = np.take_along_axis(window, pos, axis=1)
+        padded = np.arange(S + 1) < start[:, None]
+        if self.device is not None:  # gather on the device: only the small index array travels
+            index = self._torch.as_tensor(index).to(self.device)
+            padded = self._torch.as_tensor(padded).to(self.device)
+        frames = self.frames[index]  # (B, S+1, H, W)
         if self.padding == "zero":
-            frames[np.arange(S + 1) < start[:, None]] = 0
+            frames[padded] = 0
         return frames[:, :S], frames[:, 1:]
 
-    def sample(self, batch_size: int) -> Batch:
-        self._check_batch_size(batch_size)
-        slots = self._draw_slots(batch_size)
+    def batch_at(self, slots: np.ndarray) -> Batch:
         states, next_states = self.stacks_at(slots)
         return Batch(states, self.actions[slots].astype(np.int64), self.rewards[slots], next_states,
                      self.dones[slots].astype(np.float32), self.ids[slots])
 
+    def sample(self, batch_size: int) -> Batch:
+        self._check_batch_size(batch_size)
+        return self.batch_at(self._draw_slots(batch_size))
+
     def __len__(self) -> int:
         return self.num_valid
+
+
+class MultiStreamMemory(ReplayMemory):
+    """One ``FrameSharingMemory`` per environment of a vector env, sampled as one memory.
+
+    N environments produce N interleaved frame streams; one ring would interleave their frames and
+    break stacks-by-index, so each env gets its own ring of ``capacity // N`` frames. A batch draws
+    from the streams in proportion to what they hold (uniform over all stored transitions).
+    ``ids`` in a batch are ``stream_id + N * id_within_stream``.
+    """
+
+    def __init__(self, capacity: int, num_streams: int, obs_shape=(4, 84, 84), seed: int | None = None,
+                 padding: str = "repeat", prefault: bool = False, device=None):
+        super().__init__(capacity, obs_shape, np.uint8, seed)
+        if num_streams < 1 or capacity // num_streams < obs_shape[0] + 1:
+            raise ValueError(f"need 1 <= num_streams and capacity // num_streams >= {obs_shape[0] + 1}, "
+                             f"got capacity={capacity}, num_streams={num_streams}")
+        frame_bytes = int(np.prod(obs_shape[1:])) + 16  # frame + per-slot bookkeeping (see FrameSharingMemory)
+        if device is None or str(device).startswith("cpu"):  # one check for the total, before any stream exists
+            check_fits(capacity * frame_bytes, f"MultiStreamMemory(capacity={capacity:,}, num_streams={num_streams})")
+        seeds = np.random.SeedSequence(seed).spawn(num_streams)
+        self.streams = [FrameSharingMemory(capacity // num_streams, obs_shape, seed=sq, padding=padding,
+                                           prefault=prefault, device=device) for sq in seeds]
+        self.device = self.streams[0].device
+
+    def add(self, state, action, reward, next_state, done, episode_end=None, stream: int = 0) -> None:
+        self.streams[stream].add(state, action, reward, next_state, done, episode_end)
+        self.added += 1
+
+    def add_batch(self, states, actions, rewards, next_states, dones, episode_ends, mask=None) -> None:
+        """Add one transition per env; ``mask[i] = False`` skips env i (e.g. an autoreset step)."""
+        for i, stream in enumerate(self.streams):
+            if mask is None or mask[i]:
+                stream.add(states[i], actions[i], rewards[i], next_states[i], dones[i], episode_ends[i])
+                self.added += 1
+
+    def sample(self, batch_size: int) -> Batch:
+        self._check_batch_size(batch_size)
+        sizes = np.array([len(s) for s in self.streams], dtype=np.float64)
+        counts = self.rng.multinomial(batch_size, sizes / sizes.sum())
+        parts = [s.batch_at(s._draw_slots(c)) for s, c in zip(self.streams, counts) if c]
+        ids = np.concatenate([p.ids * len(self.streams) + i for i, p in zip(np.flatnonzero(counts), parts)])
+        if self.device is None:
+            cat = np.concatenate
+        else:
+            import torch
+
+            cat = torch.cat
+        return Batch(cat([p.states for p in parts]), np.concatenate([p.actions for p in parts]),
+                     np.concatenate([p.rewards for p in parts]), cat([p.next_states for p in parts]),
+                     np.concatenate([p.dones for p in parts]), ids)
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in self.streams)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s.nbytes for s in self.streams)
 
 
 MEMORY_CLASSES = {

@@ -2,6 +2,7 @@
 
     python -m dqn_course.train --preset quick          # ~30 s on a laptop CPU: does it run?
     python -m dqn_course.train --preset breakout       # Nature/CleanRL settings, 10M steps: use a GPU
+    python -m dqn_course.train --preset breakout-fast  # same learning problem: 8 C++ envs, replay on the GPU
 
 Any field of ``Config`` can be overridden: ``--total-steps 200000 --double true``.
 Writes ``log.csv`` (one row per finished game), ``eval.csv`` and ``checkpoint.pt`` into ``out_dir``.
@@ -22,9 +23,9 @@ from tqdm.auto import tqdm
 
 from dqn_course.agent import DQNAgent
 from dqn_course.device import pick_device
-from dqn_course.envs import make_breakout
+from dqn_course.envs import make_breakout, make_vector_envs
 from dqn_course.profiling import rss_bytes
-from dqn_course.replay import FrameSharingMemory
+from dqn_course.replay import MultiStreamMemory
 
 
 @dataclass
@@ -51,6 +52,9 @@ class Config:
     checkpoint_every: int = 100_000
     seed: int = 1
     device: str = ""  # "" picks CUDA when available
+    num_envs: int = 1  # agent steps are counted across all envs; updates stay one per train_every of them
+    env_backend: str = "gymnasium"  # "gymnasium" (envs stepped in Python) or "ale" (AtariVectorEnv, C++ threads)
+    replay_on_device: bool = False  # keep replay frames on the training device (1M frames = 7 GB of GPU memory)
     out_dir: str = "runs/breakout"
     prefault: bool = True  # touch the replay memory's pages at start: fail now, not in hour 5
     progress: bool = True
@@ -58,6 +62,7 @@ class Config:
 
 PRESETS: dict[str, Config] = {
     "breakout": Config(),
+    "breakout-fast": Config(num_envs=8, env_backend="ale", replay_on_device=True, out_dir="runs/breakout-fast"),
     "quick": Config(total_steps=3_000, buffer_size=10_000, learning_starts=500, target_sync_every=250,
                     eps_fraction=0.5, eval_every=1_500, eval_episodes=2, eval_max_steps=300, checkpoint_every=1_000,
                     out_dir="runs/quick"),
@@ -108,62 +113,88 @@ class CsvLog:
         self.file.close()
 
 
+def crossed(before: int, now: int, every: int) -> bool:
+    """Did the step counter pass a multiple of ``every`` (it moves by num_envs at a time)?"""
+    return now // every > before // every
+
+
 def train(cfg: Config) -> dict:
-    """Run DQN with ``cfg``; returns a summary (steps/s, last returns, files written)."""
+    """Run DQN with ``cfg``; returns a summary (steps/s, last returns, replay size, files written)."""
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     device = pick_device(cfg.device or None)
     np.random.seed(cfg.seed)
 
-    env = make_breakout(seed=cfg.seed)
-    memory = FrameSharingMemory(cfg.buffer_size, env.observation_space.shape, seed=cfg.seed, prefault=cfg.prefault)
-    agent = DQNAgent(env.action_space.n, device, lr=cfg.lr, gamma=cfg.gamma, double=cfg.double,
+    n = cfg.num_envs
+    envs = make_vector_envs(n, seed=cfg.seed, backend=cfg.env_backend)
+    obs_shape = envs.single_observation_space.shape
+    memory = MultiStreamMemory(cfg.buffer_size, n, obs_shape, seed=cfg.seed, prefault=cfg.prefault,
+                               device=device if cfg.replay_on_device else None)
+    agent = DQNAgent(int(envs.single_action_space.n), device, lr=cfg.lr, gamma=cfg.gamma, double=cfg.double,
                      max_grad_norm=cfg.max_grad_norm, seed=cfg.seed)
     log = CsvLog(out / "log.csv", ["step", "episode_return", "episode_length", "loss", "epsilon", "rss_mb",
                                    "steps_per_s"])
     eval_log = CsvLog(out / "eval.csv", ["step", "mean_return", "std_return", "episodes"])
 
-    state, _ = env.reset(seed=cfg.seed)
+    obs, info = envs.reset(seed=cfg.seed)
+    lives = info["lives"].copy()
+    resetting = np.zeros(n, bool)  # next-step autoreset: this step only resets these envs
+    ep_return, ep_length = np.zeros(n), np.zeros(n, int)
     losses: list[float] = []
     returns: list[float] = []
-    t0, last_t, last_step = time.perf_counter(), time.perf_counter(), 0
-    bar = tqdm(range(1, cfg.total_steps + 1), disable=not cfg.progress, mininterval=1.0, desc="train")
-    for step in bar:
+    updates_owed, step, learn_start = 0.0, 0, None
+    t0 = last_t = time.perf_counter()
+    last_step = 0
+    bar = tqdm(total=cfg.total_steps, disable=not cfg.progress, mininterval=1.0, desc="train")
+    while step < cfg.total_steps:
+        before, step = step, step + n
         eps = epsilon_at(step, cfg)
-        action = int(agent.act(state, eps)[0])
-        next_state, reward, terminated, truncated, info = env.step(action)
+        actions = agent.act(obs, eps)
+        next_obs, rewards, terminated, truncated, info = envs.step(actions)
+        life_lost = info["lives"] < lives
+        real = ~resetting
         # Learn from clipped rewards; a lost life is terminal for the target but not for the game.
-        memory.add(state, action, np.sign(reward), next_state, done=terminated or info["life_lost"],
-                   episode_end=terminated or truncated)
-        state = next_state
-
-        if terminated or truncated:
+        memory.add_batch(obs, actions, np.sign(rewards), next_obs, dones=terminated | life_lost,
+                         episode_ends=terminated | truncated, mask=real)
+        ep_return += rewards * real
+        ep_length += real
+        for i in np.flatnonzero(real & (terminated | truncated)):
             now = time.perf_counter()
-            returns.append(float(info["episode"]["r"]))
-            log.write(step=step, episode_return=returns[-1], episode_length=int(info["episode"]["l"]),
+            returns.append(float(ep_return[i]))
+            log.write(step=step, episode_return=returns[-1], episode_length=int(ep_length[i]),
                       loss=np.mean(losses[-100:]) if losses else "", epsilon=round(eps, 4),
                       rss_mb=round(rss_bytes() / 2**20, 1), steps_per_s=round((step - last_step) / (now - last_t), 1))
             last_t, last_step = now, step
             bar.set_postfix(ret=returns[-1], eps=round(eps, 3), refresh=False)
-            state, _ = env.reset()
+            ep_return[i], ep_length[i] = 0, 0
+        resetting = terminated | truncated
+        obs, lives = next_obs, info["lives"].copy()
 
-        if step >= cfg.learning_starts and step % cfg.train_every == 0:
-            losses.append(agent.learn(memory.sample(cfg.batch_size)))
-        if step % cfg.target_sync_every == 0:
+        if step >= cfg.learning_starts:  # one update per train_every agent steps, summed over the envs
+            if learn_start is None:
+                learn_start = (step, time.perf_counter())
+            updates_owed += n / cfg.train_every
+            while updates_owed >= 1:
+                losses.append(agent.learn(memory.sample(cfg.batch_size)))
+                updates_owed -= 1
+        if crossed(before, step, cfg.target_sync_every):
             agent.sync_target()
-        if step % cfg.eval_every == 0:
+        if crossed(before, step, cfg.eval_every):
             r = evaluate(agent, cfg, cfg.eval_episodes)
             eval_log.write(step=step, mean_return=float(np.mean(r)), std_return=float(np.std(r)), episodes=len(r))
-        if step % cfg.checkpoint_every == 0 or step == cfg.total_steps:
+        if crossed(before, step, cfg.checkpoint_every) or step >= cfg.total_steps:
             save_checkpoint(out / "checkpoint.pt", agent, cfg, step)
+        bar.update(n)
 
     bar.close()
     log.close()
     eval_log.close()
-    env.close()
-    seconds = time.perf_counter() - t0
-    return {"steps": cfg.total_steps, "seconds": seconds, "steps_per_s": cfg.total_steps / seconds,
-            "episodes": len(returns), "last_returns": returns[-10:], "replay_bytes": memory.nbytes,
+    envs.close()
+    end = time.perf_counter()
+    learning = (step - learn_start[0]) / (end - learn_start[1]) if learn_start and end > learn_start[1] else None
+    return {"steps": step, "seconds": end - t0, "steps_per_s": step / (end - t0), "learning_steps_per_s": learning,
+            "updates": len(losses), "episodes": len(returns), "last_returns": returns[-10:],
+            "replay_bytes": memory.nbytes, "replay_device": str(memory.device or "host"), "rss_bytes": rss_bytes(),
             "device": str(device), "out_dir": str(out)}
 
 

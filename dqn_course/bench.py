@@ -1,0 +1,167 @@
+"""Benchmark helpers shared by ``benchmarks/`` and notebooks 05-06: real-frame streams and timing.
+
+Playing Breakout costs ~0.4 ms a step, so measuring a 100k-transition memory by playing 100k steps
+would mostly measure the emulator. Instead a ``FramePool`` plays the game once for a few thousand
+real frames, and ``transitions`` replays them cyclically as an endless stream of transitions. Each
+state is a *new* stack array, built the way ``FrameStackObservation`` builds one, and is passed on
+by reference as the next step's state (``state = next_state``), so a memory that keeps references
+keeps one distinct array per step, exactly as it would in a training loop.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from itertools import count, islice
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from dqn_course.envs import make_breakout, make_raw_breakout
+from dqn_course.profiling import machine_summary
+
+try:
+    import resource
+except ImportError:  # Windows: no page-fault counter, reported as 0
+    resource = None
+
+Transition = tuple  # (state, action, reward, next_state, done, episode_end)
+
+
+@dataclass
+class FramePool:
+    """Frames of real random play, in order, with the bookkeeping to rebuild every stack.
+
+    ``frames[i]`` is the observation after step i-1, or after a reset where ``first[i]`` (the frame
+    before it is then the game's last). ``actions/rewards/dones[i]`` describe the step from frame i
+    to frame i+1.
+    """
+
+    frames: np.ndarray  # (K, *frame_shape) uint8
+    first: np.ndarray  # (K,) bool, True where an episode starts (a reset observation)
+    actions: np.ndarray  # (K,) int64
+    rewards: np.ndarray  # (K,) float32
+    dones: np.ndarray  # (K,) bool: game over or life lost (no bootstrap)
+    episode_start: np.ndarray  # (K,) int64: index of the first frame of each frame's episode
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+
+def play_frames(n_frames: int, raw: bool = False, seed: int = 0) -> FramePool:
+    """Play Breakout randomly for ``n_frames`` observations: 84x84 gray by default, 210x160x3 if ``raw``."""
+    env = make_raw_breakout(seed=seed) if raw else make_breakout(seed=seed, frame_stack=1)
+    obs, _ = env.reset(seed=seed)
+    frames = np.empty((n_frames, *obs.shape), np.uint8)
+    first = np.zeros(n_frames, bool)
+    actions, rewards = np.zeros(n_frames, np.int64), np.zeros(n_frames, np.float32)
+    dones = np.zeros(n_frames, bool)
+    frames[0], first[0] = obs, True
+    i = 0  # index of the newest frame written
+    while i + 1 < n_frames:
+        actions[i] = env.action_space.sample()
+        obs, rewards[i], terminated, truncated, info = env.step(int(actions[i]))
+        dones[i] = terminated or info.get("life_lost", False)
+        i += 1
+        frames[i] = obs  # kept even when the game ended: the last transition's next state
+        if (terminated or truncated) and i + 1 < n_frames:
+            obs, _ = env.reset()
+            i += 1
+            frames[i], first[i] = obs, True
+    env.close()
+    episode_start = np.maximum.accumulate(np.where(first, np.arange(n_frames), 0))
+    return FramePool(frames, first, actions, rewards, dones, episode_start)
+
+
+def _stack_at(pool: FramePool, i: int, stack: int) -> np.ndarray:
+    """A new (stack, *frame) array ending at frame i, padded by repeating the episode's first frame."""
+    idx = np.maximum(np.arange(i - stack + 1, i + 1), pool.episode_start[i])
+    return pool.frames[idx]  # fancy indexing: a fresh array, like FrameStackObservation's output
+
+
+def transitions(pool: FramePool, stack: int = 4) -> Iterator[Transition]:
+    """Endless (state, action, reward, next_state, done, episode_end) from the pool, cycling over it.
+
+    The pool's last frame ends an episode (the wrap goes back to a reset frame), so every episode
+    in the stream is a real stretch of play.
+    """
+    K = len(pool)
+    state = None
+    for n in count():
+        i = n % K
+        if i + 1 == K or pool.first[i + 1]:  # frame i is an episode's last observation: no step from it
+            state = None
+            continue
+        if state is None:
+            state = _stack_at(pool, i, stack)
+        next_state = _stack_at(pool, i + 1, stack)
+        episode_end = i + 2 == K or bool(pool.first[i + 2])
+        yield state, int(pool.actions[i]), float(pool.rewards[i]), next_state, bool(pool.dones[i]), episode_end
+        state = None if episode_end else next_state
+
+
+def fill(memory, pool: FramePool, n: int) -> None:
+    """Add ``n`` transitions from the pool's stream, stacked to the memory's stack size."""
+    for state, action, reward, next_state, done, episode_end in islice(transitions(pool, memory.stack), n):
+        memory.add(state, action, reward, next_state, done, episode_end)
+
+
+def sampling_rates(memory, batch_size: int = 32, min_seconds: float = 1.0, rounds: int = 3) -> dict:
+    """Batches per wall-clock second and per CPU second, best of ``rounds`` rounds, and page faults per batch.
+
+    The best round, not the mean: on a shared machine other work only ever slows a round down.
+    CPU seconds (this process only) hide time spent waiting for a core; page faults per batch
+    show when fresh output arrays cost more than the copy itself.
+    """
+    memory.sample(batch_size)  # warm up caches and lazy imports outside the timing
+    wall = cpu = 0.0
+    batches = faults = 0
+    for _ in range(rounds):
+        n, t0, c0, f0 = 0, time.perf_counter(), time.process_time(), _minor_faults()
+        while time.perf_counter() - t0 < min_seconds / rounds:
+            memory.sample(batch_size)
+            n += 1
+        wall = max(wall, n / (time.perf_counter() - t0))
+        cpu = max(cpu, n / max(time.process_time() - c0, 1e-9))
+        batches, faults = batches + n, faults + _minor_faults() - f0
+    return {"batches_per_s": wall, "batches_per_cpu_s": cpu, "minor_faults_per_batch": faults / batches}
+
+
+def batches_per_second(memory, batch_size: int = 32, min_seconds: float = 1.0, rounds: int = 3) -> float:
+    """Sampling rate of ``memory`` in batches per wall-clock second (see ``sampling_rates``)."""
+    return sampling_rates(memory, batch_size, min_seconds, rounds)["batches_per_s"]
+
+
+def _minor_faults() -> int:
+    """Minor page faults of this process so far (a fresh page touched for the first time)."""
+    return 0 if resource is None else resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def _cpu_model() -> str:
+    """The CPU's name: /proc/cpuinfo on Linux (``platform.processor()`` is often empty there)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def environment_info() -> dict:
+    """When and where a benchmark ran, for its JSON file and README (timings mean little without it)."""
+    load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None  # other work on the cores
+    return {"date": datetime.datetime.now().isoformat(timespec="seconds"), "python": platform.python_version(),
+            "numpy": np.__version__, "cpu": _cpu_model(), "load_avg_1min": load, **machine_summary()}
+
+
+def save_results(path: str | Path, rows: list[dict], **settings) -> Path:
+    """Write rows with the command, settings and environment that produced them, as one JSON file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"command": " ".join(sys.argv), "settings": settings, "environment": environment_info(), "rows": rows}
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path

@@ -1,0 +1,215 @@
+"""The memory ladder, measured: bytes per transition of each replay-memory design, on real Breakout frames.
+
+Each stage fills one memory with real frames in a *fresh* process (``measure_in_subprocess``), so no
+earlier measurement's freed-but-kept memory hides growth. Inside that process the source frames are
+played first; RSS is read right before the memory is created and right after it is full, so only
+what the memory keeps is counted. Preallocated rings are filled completely (every page written),
+since their untouched pages cost no RSS yet. A second fill under ``tracemalloc`` cross-checks the
+figure (it counts what numpy and Python *allocated*, pages touched or not).
+
+Used by ``benchmarks/memory_ladder.py`` and notebook 06 (the ladder figure)::
+
+    rows = run_ladder()                  # list of dicts, one per stage
+    print(format_table(rows))
+    plot_ladder(rows)                    # matplotlib Figure
+"""
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from dqn_course import quick_mode
+from dqn_course.bench import FramePool, play_frames, transitions
+from dqn_course.profiling import (TraceMalloc, available_bytes, fits_in_ram, format_bytes, measure_in_subprocess,
+                                  rss_bytes)
+from dqn_course.replay import MEMORY_CLASSES, ReplayMemory
+
+MILLION = 1_000_000
+RAM_FRACTION = 0.9  # "fits" means: within 90% of the RAM available when measured (as profiling.check_fits)
+GRAY_FRAME = (84, 84)
+RAW_FRAME = (210, 160, 3)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One rung: which memory, fed with which observations, and the frames it stores per transition."""
+
+    name: str
+    label: str
+    memory: str  # key of replay.MEMORY_CLASSES
+    raw: bool  # 210x160x3 RGB frames instead of 84x84 gray
+    stack: int
+    frames_stored: int  # frames per transition by the arithmetic (8 = s and s' as full 4-stacks)
+    dtype: str = "uint8"
+    copy_states: bool = False  # NaiveDequeMemory only: copy s and s' (blog code) or keep references
+
+    @property
+    def arithmetic_bytes(self) -> int:
+        """The ladder's expected figure: stored frames x frame size x itemsize (ring bookkeeping left out)."""
+        frame = int(np.prod(RAW_FRAME if self.raw else GRAY_FRAME))
+        return self.frames_stored * frame * np.dtype(self.dtype).itemsize
+
+
+STAGES = (
+    Stage("raw_rgb_copies", "raw 210x160x3 RGB, s and s' copies", "naive", True, 1, 2, copy_states=True),
+    Stage("raw_rgb_stack4_copies", "raw RGB 4-stacked, s and s' copies", "naive", True, 4, 8, copy_states=True),
+    Stage("gray_float32_copies", "84x84x4 float32, s and s' copies", "naive", False, 4, 8, "float32", True),
+    Stage("gray_uint8_copies", "84x84x4 uint8, s and s' copies", "naive", False, 4, 8, copy_states=True),
+    Stage("gray_uint8_shared", "84x84x4 uint8, next state shared", "naive", False, 4, 4),
+    Stage("stacked_ring", "StackedRingMemory (s, s' stacks)", "stacked", False, 4, 8),
+    Stage("folded_ring", "FoldedRingMemory (5-frame state)", "folded", False, 4, 5),
+    Stage("frame_sharing", "FrameSharingMemory (1 frame/step)", "frame_sharing", False, 4, 1),
+)
+STAGES_BY_NAME = {s.name: s for s in STAGES}
+
+
+def default_transitions() -> int:
+    """Transitions per stage: enough that allocator noise is < 1% of the growth, small enough for ~1-2 min."""
+    return 2_000 if quick_mode() else 20_000
+
+
+def _make_memory(stage: Stage, capacity: int) -> ReplayMemory:
+    shape = (stage.stack, *(RAW_FRAME if stage.raw else GRAY_FRAME))
+    if stage.memory == "naive":
+        return MEMORY_CLASSES["naive"](capacity, shape, stage.dtype, seed=0, copy_states=stage.copy_states)
+    if stage.memory == "frame_sharing":
+        return MEMORY_CLASSES["frame_sharing"](capacity, shape, seed=0)
+    return MEMORY_CLASSES[stage.memory](capacity, shape, stage.dtype, seed=0)
+
+
+def _is_full(memory: ReplayMemory) -> bool:
+    """Every slot written once (frame-sharing counts frames, the others transitions)."""
+    return getattr(memory, "written", memory.added) >= memory.capacity
+
+
+def _fill(stage: Stage, pool: FramePool, capacity: int) -> ReplayMemory:
+    """A memory of ``capacity`` filled from the pool until every slot has been written once."""
+    memory = _make_memory(stage, capacity)
+    convert: Callable = (lambda s: s) if stage.dtype == "uint8" else (lambda s: s.astype(stage.dtype))
+    stream = transitions(pool, stage.stack)
+    while not _is_full(memory):
+        s, a, r, s2, done, end = next(stream)
+        memory.add(convert(s), a, r, convert(s2), done, end)
+    return memory
+
+
+def measure_stage(name: str, capacity: int, pool_frames: int = 3_000, with_tracemalloc: bool = True,
+                  seed: int = 0) -> dict:
+    """Runs in the fresh child: play the source frames, then RSS (and tracemalloc) growth of one fill."""
+    stage = STAGES_BY_NAME[name]
+    pool = play_frames(min(pool_frames, capacity + 1), raw=stage.raw, seed=seed)
+    gc.collect()
+    before = rss_bytes()
+    memory = _fill(stage, pool, capacity)
+    rss_growth, stored = rss_bytes() - before, len(memory)
+    traced = None
+    if with_tracemalloc:  # second fill in the same process: tracemalloc counts allocations, not reused pages
+        del memory
+        gc.collect()
+        with TraceMalloc() as tm:
+            memory = _fill(stage, pool, capacity)
+        traced = tm.current
+    return {"rss_growth": rss_growth, "transitions": stored, "traced_bytes": traced}
+
+
+def _row(stage: Stage, capacity: int, m: dict, seconds: float, available: int) -> dict:
+    per = m["rss_growth"] / m["transitions"]
+    traced = None if m["traced_bytes"] is None else round(m["traced_bytes"] / m["transitions"], 1)
+    fit = fits_in_ram(MILLION, per, fraction=RAM_FRACTION, available=available)
+    return {
+        "stage": stage.name,
+        "label": stage.label,
+        "memory": stage.memory,
+        "capacity": capacity,
+        "transitions": m["transitions"],
+        "rss_growth_bytes": m["rss_growth"],
+        "bytes_per_transition": round(per, 1),
+        "traced_bytes_per_transition": traced,
+        "arithmetic_bytes": stage.arithmetic_bytes,
+        "measured_over_arithmetic": round(per / stage.arithmetic_bytes, 3),
+        "gb_per_million": round(per * MILLION / 1e9, 2),
+        "fits_1m_in_ram": fit.fits,
+        "max_transitions_in_ram": fit.max_items,
+        "available_ram_bytes": available,
+        "seconds": round(seconds, 1),
+    }
+
+
+def run_ladder(transitions_per_stage: int | None = None, stages=STAGES, max_bytes_per_stage: int = 2 * 1024**3,
+               with_tracemalloc: bool = True, progress: Callable[[str], None] | None = None) -> list[dict]:
+    """Measure every stage in its own fresh process; one row (dict) per stage.
+
+    A stage whose fill would exceed ``max_bytes_per_stage`` (or a quarter of the available RAM)
+    gets fewer transitions: the raw 4-stacks need ~0.8 MB each. ``transitions`` in a row is what
+    the memory held when measured; for ``FrameSharingMemory`` that is one less than its capacity
+    per episode (an episode's last frame starts no transition), and ``bytes_per_transition``
+    divides by it, so that overhead is included.
+    """
+    n = transitions_per_stage or default_transitions()
+    available = available_bytes()
+    budget = min(max_bytes_per_stage, available // 4)
+    rows = []
+    for stage in stages:
+        capacity = max(stage.stack + 1, min(n, budget // stage.arithmetic_bytes))
+        m = measure_in_subprocess(measure_stage, stage.name, capacity, with_tracemalloc=with_tracemalloc, timeout=900)
+        rows.append(_row(stage, capacity, m.result, m.seconds, available))
+        if progress:
+            progress(f"{stage.name}: {rows[-1]['bytes_per_transition']:,.0f} B/transition "
+                     f"({rows[-1]['transitions']:,} transitions, {m.seconds:.1f} s)")
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    """The ladder as a fixed-width text table (benchmark output and README)."""
+    head = (f"{'stage':<38} {'measured B/tr':>13} {'traced B/tr':>12} {'expected':>9} {'meas/exp':>8} "
+            f"{'n':>7} {'1M trans.':>10}  fits 1M here?")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        traced = "-" if r["traced_bytes_per_transition"] is None else f"{r['traced_bytes_per_transition']:,.0f}"
+        fits = "yes" if r["fits_1m_in_ram"] else f"no (max ~{r['max_transitions_in_ram']:,})"
+        lines.append(f"{r['label']:<38} {r['bytes_per_transition']:>13,.0f} {traced:>12} "
+                     f"{r['arithmetic_bytes']:>9,} {r['measured_over_arithmetic']:>8.3f} {r['transitions']:>7,} "
+                     f"{r['gb_per_million']:>7,.1f} GB  {fits}")
+    if rows:
+        available = format_bytes(rows[0]["available_ram_bytes"])
+        lines.append(f"(fits: 1M x measured bytes <= {RAM_FRACTION:.0%} of the {available} available when measured; "
+                     "GB = 10^9 bytes)")
+    return "\n".join(lines)
+
+
+def plot_ladder(rows: list[dict], ram_bytes: int | None = None):
+    """Log-scale bars of measured bytes per transition, expected figures as ticks, this machine's RAM as a line.
+
+    The line sits at 90% of ``ram_bytes`` (default: available now) / 1M, the same test as the
+    table's "fits 1M here?": a design left of it can hold 1M transitions on this machine.
+    Returns a ``matplotlib.figure.Figure`` (displayed by Jupyter, saved by the benchmark).
+    """
+    from matplotlib.figure import Figure
+
+    ram = available_bytes() if ram_bytes is None else ram_bytes
+    fig = Figure(figsize=(9, 0.55 * len(rows) + 1.8), layout="constrained")
+    ax = fig.add_subplot()
+    y = np.arange(len(rows))[::-1]
+    measured = [r["bytes_per_transition"] for r in rows]
+    colors = ["tab:green" if r["fits_1m_in_ram"] else "tab:red" for r in rows]
+    ax.barh(y, measured, color=colors, alpha=0.8, label="measured (RSS, fresh process); green: 1M fits here")
+    ax.scatter([r["arithmetic_bytes"] for r in rows], y, marker="|", s=400, color="black", zorder=3,
+               label="expected (arithmetic)")
+    for yi, r in zip(y, rows):
+        ax.text(r["bytes_per_transition"] * 1.15, yi, f"{r['gb_per_million']:,.1f} GB per 1M", va="center",
+                fontsize=8, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1, "alpha": 0.8})
+    ax.axvline(RAM_FRACTION * ram / MILLION, color="tab:blue", linestyle="--",
+               label=f"1M transitions fit left of this line ({RAM_FRACTION:.0%} of the {ram / 1e9:.1f} GB "
+                     "available here)")
+    ax.set_yticks(y, [r["label"] for r in rows])
+    ax.set_xscale("log")
+    ax.set_xlim(min(measured) / 3, max(measured) * 8)
+    ax.set_xlabel("bytes per transition (log scale)")
+    top = ax.secondary_xaxis("top", functions=(lambda b: b * MILLION / 1e9, lambda gb: gb * 1e9 / MILLION))
+    top.set_xlabel("GB for 1M transitions")
+    ax.set_title("The memory ladder: Breakout replay memory per transition")
+    fig.legend(loc="outside lower center", ncols=2, fontsize=8)
+    return fig

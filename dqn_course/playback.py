@@ -1,0 +1,217 @@
+"""Does it learn? Reading a run's logs, watching a checkpoint play, and the replay memory at full size (notebook 07).
+
+    run = find_recorded_run()                        # data/breakout-fast or data/breakout, if one was recorded
+    fig = plot_run("runs/quick", "CPU demo run")     # log.csv + eval.csv of any run directory
+    agent, info = load_agent("runs/quick/checkpoint.pt")
+    episode = play_episode(agent, max_steps=300)     # Episode(frames, score, steps, lives_lost)
+    HTML(animate(episode.frames).to_jshtml())        # inline animation in Jupyter
+    play_scores(None, games=5)                       # agent=None plays uniformly random actions
+
+A recorded run is what ``python -m dqn_course.train`` writes into its ``--out-dir`` (``log.csv``,
+``eval.csv``, ``checkpoint.pt``), copied to ``data/breakout-fast/`` (or ``data/breakout/``).
+
+Module-level imports stay light (numpy and the replay memories): ``allocate_replay`` runs in a fresh
+"spawn" process under ``profiling.measure_in_subprocess``, which imports this module before it reads
+the baseline RSS. torch, gymnasium and matplotlib are imported inside the functions that need them.
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dqn_course.replay import FrameSharingMemory, MultiStreamMemory
+
+if TYPE_CHECKING:
+    from dqn_course.agent import DQNAgent
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+RECORDED_RUN_NAMES = ("breakout-fast", "breakout")  # sub-directories of data/ searched, in this order
+
+
+# -- logs ------------------------------------------------------------------------------------------------
+
+def find_recorded_run(data_dir: str | Path | None = None) -> Path | None:
+    """The first of ``data/breakout-fast``, ``data/breakout`` that holds a ``log.csv``; None if neither does."""
+    root = Path(data_dir) if data_dir is not None else DATA_DIR
+    for name in RECORDED_RUN_NAMES:
+        if (root / name / "log.csv").is_file():
+            return root / name
+    return None
+
+
+def read_log(path: str | Path) -> dict[str, np.ndarray]:
+    """A CSV written by ``train.CsvLog`` as float columns (empty cells, e.g. no loss yet, become NaN)."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        return {name: np.array([], dtype=float) for name in header}
+    return {name: np.array([float(r[name]) if r[name] not in ("", None) else np.nan for r in rows])
+            for name in rows[0]}
+
+
+def moving_average(values, window: int) -> np.ndarray:
+    """Mean of the last ``window`` values at each point (fewer at the start); same length as ``values``."""
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return values
+    cumsum = np.cumsum(np.insert(values, 0, 0.0))
+    idx = np.arange(1, values.size + 1)
+    lo = np.maximum(0, idx - window)
+    return (cumsum[idx] - cumsum[lo]) / (idx - lo)
+
+
+def plot_run(run_dir: str | Path, title: str = "", window: int | None = None):
+    """Two panels: every game's return (and a moving average, ε on a second axis); evaluation mean ± std.
+
+    Returns a ``matplotlib.figure.Figure`` (Jupyter displays it). ``window`` defaults to about a
+    tenth of the games, between 1 and 100.
+    """
+    from matplotlib.figure import Figure
+
+    run_dir = Path(run_dir)
+    log = read_log(run_dir / "log.csv")
+    eval_path = run_dir / "eval.csv"
+    ev = read_log(eval_path) if eval_path.is_file() else {"step": np.array([])}
+    steps, returns = log.get("step", np.array([])), log.get("episode_return", np.array([]))
+    window = window or int(np.clip(len(returns) // 10, 1, 100))
+
+    fig = Figure(figsize=(10, 3.6), layout="constrained")
+    ax, ax_eval = fig.subplots(1, 2)
+    ax.plot(steps, returns, ".", color="tab:blue", alpha=0.35, markersize=4, label="game return")
+    if len(returns):
+        ax.plot(steps, moving_average(returns, window), color="tab:blue", label=f"mean of last {window} games")
+        eps = ax.twinx()
+        eps.plot(steps, log["epsilon"], color="tab:gray", linestyle=":", label="ε")
+        eps.set_ylim(0, 1.05)
+        eps.set_ylabel("ε (exploration)", color="tab:gray")
+    ax.set_xlabel("agent step")
+    ax.set_ylabel("game return (unclipped score)")
+    ax.set_title("training games (ε-greedy)", fontsize=10)
+    ax.legend(loc="upper left", fontsize=8)
+
+    if len(ev["step"]):
+        ax_eval.errorbar(ev["step"], ev["mean_return"], yerr=ev["std_return"], marker="o", capsize=3,
+                         color="tab:green")
+    else:
+        ax_eval.text(0.5, 0.5, "no evaluation yet", ha="center", va="center", transform=ax_eval.transAxes)
+    ax_eval.set_xlabel("agent step")
+    ax_eval.set_ylabel("mean return ± std")
+    ax_eval.set_title("evaluation (ε = 0.05)", fontsize=10)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
+# -- checkpoints and play ---------------------------------------------------------------------------------
+
+def load_agent(path: str | Path, device=None) -> tuple[DQNAgent, dict]:
+    """A ``DQNAgent`` with the weights of a ``train.save_checkpoint`` file; also returns its step and config."""
+    import torch
+
+    from dqn_course.agent import DQNAgent
+
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    state = torch.load(path, map_location=device, weights_only=True)
+    q = state["agent"]["q"]
+    n_actions, in_channels = q["net.9.weight"].shape[0], q["net.0.weight"].shape[1]
+    agent = DQNAgent(n_actions, device, in_channels=in_channels)
+    agent.load_state_dict(state["agent"])
+    agent.q.eval()
+    return agent, {"step": int(state["step"]), "config": state["config"]}
+
+
+@dataclass
+class Episode:
+    """One game (or its first ``max_steps`` agent steps): the screens and what was scored."""
+
+    score: float  # unclipped points
+    steps: int  # agent steps played (4 emulator frames each)
+    lives_lost: int
+    finished: bool  # the game ended (all lives lost) before max_steps
+    frames: list = field(default_factory=list, repr=False)  # RGB screens (210, 160, 3), one per agent step
+
+
+def play_episode(agent: DQNAgent | None = None, epsilon: float = 0.05, max_steps: int = 300, seed: int = 0,
+                 render: bool = True) -> Episode:
+    """Play one Breakout game with ``agent`` (ε-greedy) or, for ``agent=None``, uniformly random actions.
+
+    ``render=True`` keeps the emulator's RGB screen after every step (``env.render()``), for ``animate``.
+    """
+    from dqn_course.envs import make_breakout
+
+    env = make_breakout(seed=seed, max_episode_steps=max_steps, render_mode="rgb_array" if render else None)
+    rng = np.random.default_rng(seed)
+    state, _ = env.reset(seed=seed)
+    frames = [env.render()] if render else []
+    score, steps, lost, finished = 0.0, 0, 0, False
+    while True:
+        if agent is None:
+            action = int(rng.integers(env.action_space.n))
+        else:
+            action = int(agent.act(state, epsilon)[0])
+        state, reward, terminated, truncated, info = env.step(action)
+        score, steps, lost = score + float(reward), steps + 1, lost + int(info["life_lost"])
+        if render:
+            frames.append(env.render())
+        if terminated or truncated:
+            finished = bool(terminated)
+            break
+    env.close()
+    return Episode(score, steps, lost, finished, frames)
+
+
+def play_scores(agent: DQNAgent | None, games: int, epsilon: float = 0.05, max_steps: int = 1_000,
+                seed: int = 100) -> list[float]:
+    """Scores of ``games`` games (seeds ``seed``, ``seed+1``, ...), each cut at ``max_steps`` agent steps."""
+    return [play_episode(agent, epsilon, max_steps, seed + i, render=False).score for i in range(games)]
+
+
+def animate(frames, fps: int = 15, every: int = 2, title: str = ""):
+    """A matplotlib animation of RGB screens (every ``every``-th one); ``.to_jshtml()`` shows it inline.
+
+    The figure is made without pyplot, so Jupyter does not also show it as a still picture.
+    """
+    from matplotlib.animation import FuncAnimation
+    from matplotlib.figure import Figure
+
+    shown = list(frames)[::every]
+    if not shown:
+        raise ValueError("no frames to animate")
+    fig = Figure(figsize=(2.4, 3.3), dpi=80, layout="constrained")
+    ax = fig.add_subplot()
+    image = ax.imshow(shown[0])
+    ax.axis("off")
+    label = ax.set_title(title, fontsize=8)
+
+    def draw(i):
+        image.set_data(shown[i])
+        label.set_text(f"{title}  step {i * every}".strip())
+        return image, label
+
+    return FuncAnimation(fig, draw, frames=len(shown), interval=1000 / fps, blit=False)
+
+
+# -- the replay memory at full size ----------------------------------------------------------------------
+
+_KEPT: list = []  # keeps the measured memory alive until the measuring child process reads its RSS
+
+
+def allocate_replay(capacity: int, num_streams: int = 1, prefault: bool = True) -> dict:
+    """Build the training loop's replay memory in host RAM and keep it; returns its size.
+
+    For ``profiling.measure_in_subprocess``: that reads the child's RSS *after* this returns, so the
+    memory is parked in a module-level list instead of being freed on return. ``num_streams > 1``
+    is the fast path's ``MultiStreamMemory`` (one ring per env, the same bytes in total).
+    """
+    if num_streams == 1:
+        memory = FrameSharingMemory(capacity, prefault=prefault)
+    else:
+        memory = MultiStreamMemory(capacity, num_streams, prefault=prefault)
+    _KEPT.append(memory)
+    return {"capacity": capacity, "num_streams": num_streams, "nbytes": int(memory.nbytes)}

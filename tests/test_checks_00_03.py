@@ -1,0 +1,153 @@
+"""The exercise checks of notebooks 00, 02 and 03: right answers pass, wrong ones raise, ``None`` only reminds."""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from dqn_course import checks
+from dqn_course.frames import (blog_preprocess, downsample, max_pool_downsample, preprocessing_trace, raw_frames,
+                               state_bytes, to_gray)
+
+
+# --- notebook 00 ----------------------------------------------------------------------------------
+
+def test_raw_transition_bytes_right(capsys):
+    assert checks.check_raw_transition_bytes(2 * 4 * 210 * 160 * 3) is True
+    assert checks.check_raw_transition_bytes(806_400.0) is True  # a float of the right value is fine
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong", [100_800, 403_200, 201_600, 8 * 806_400, 56_448, 268_800, 12345])
+def test_raw_transition_bytes_wrong(wrong):
+    with pytest.raises(AssertionError):
+        checks.check_raw_transition_bytes(wrong)
+
+
+@pytest.mark.parametrize("wrong", ["806400", True, [806_400]])
+def test_raw_transition_bytes_not_a_number(wrong):
+    with pytest.raises(AssertionError):
+        checks.check_raw_transition_bytes(wrong)
+
+
+def test_raw_transition_bytes_none(capsys):
+    assert checks.check_raw_transition_bytes(None) is None
+    assert "not answered yet" in capsys.readouterr().out.lower()
+
+
+# --- notebook 02 ----------------------------------------------------------------------------------
+
+def _worked_preprocess(frame):
+    gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+    return cv2.resize(gray, (84, 84), interpolation=cv2.INTER_AREA)
+
+
+def _off_by_one_preprocess(frame):
+    """Luminance by hand, truncated instead of rounded: differs from the reference by at most 1."""
+    gray = (frame @ np.array([0.299, 0.587, 0.114])).astype(np.uint8)
+    return cv2.resize(gray, (84, 84), interpolation=cv2.INTER_AREA)
+
+
+@pytest.mark.parametrize("fn", [_worked_preprocess, _off_by_one_preprocess, downsample])
+def test_preprocess_right(fn, capsys):
+    assert checks.check_preprocess(fn) is True
+    assert "✓" in capsys.readouterr().out
+
+
+WRONG_PREPROCESS = {
+    "blog [::2, ::2]": blog_preprocess,
+    "float64 output": lambda f: _worked_preprocess(f) / 1.0,
+    "float32 scaled": lambda f: (_worked_preprocess(f) / 255.0).astype(np.float32),
+    "channel axis kept": lambda f: _worked_preprocess(f)[:, :, None],
+    "still colour": lambda f: cv2.resize(f, (84, 84), interpolation=cv2.INTER_AREA),
+    "BGR": lambda f: cv2.resize(cv2.cvtColor(f, cv2.COLOR_BGR2GRAY), (84, 84), interpolation=cv2.INTER_AREA),
+    "channel mean": lambda f: cv2.resize(f.mean(axis=2).astype(np.uint8), (84, 84), interpolation=cv2.INTER_AREA),
+    "INTER_NEAREST": lambda f: cv2.resize(to_gray(f), (84, 84), interpolation=cv2.INTER_NEAREST),
+    "INTER_LINEAR": lambda f: cv2.resize(to_gray(f), (84, 84), interpolation=cv2.INTER_LINEAR),
+    "transposed": lambda f: _worked_preprocess(f).T,
+    "cropped": lambda f: _worked_preprocess(f[34:194]),
+    "constant": lambda f: np.zeros((84, 84), np.uint8),
+    "list": lambda f: _worked_preprocess(f).tolist(),
+}
+
+
+@pytest.mark.parametrize("name", list(WRONG_PREPROCESS))
+def test_preprocess_wrong(name):
+    with pytest.raises(AssertionError):
+        checks.check_preprocess(WRONG_PREPROCESS[name])
+
+
+def test_preprocess_hints_name_the_mistake():
+    for name, words in [("BGR", "RGB2GRAY"), ("INTER_LINEAR", "INTER_AREA"), ("transposed", "transposed"),
+                        ("channel mean", "luminance"), ("float64 output", "uint8"), ("blog [::2, ::2]", "resize")]:
+        with pytest.raises(AssertionError, match=words):
+            checks.check_preprocess(WRONG_PREPROCESS[name])
+
+
+def test_preprocess_not_callable():
+    with pytest.raises(AssertionError):
+        checks.check_preprocess(np.zeros((84, 84), np.uint8))
+
+
+def test_preprocess_none(capsys):
+    assert checks.check_preprocess(None) is None
+    assert "not answered yet" in capsys.readouterr().out.lower()
+
+
+# --- notebook 03 ----------------------------------------------------------------------------------
+
+def _worked_replay_bytes(n, dtype):
+    return n * 2 * 4 * 84 * 84 * np.dtype(dtype).itemsize
+
+
+def test_replay_bytes_right(capsys):
+    assert checks.check_replay_bytes(_worked_replay_bytes) is True
+    assert checks.check_replay_bytes(lambda n, dtype: n * 2 * state_bytes(dtype)) is True
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda n, dtype: n * 4 * 84 * 84 * np.dtype(dtype).itemsize,  # s only
+    lambda n, dtype: n * 2 * 4 * 84 * 84,  # itemsize left out
+    lambda n, dtype: n * 2 * 4 * 84 * 84 * np.dtype(dtype).itemsize * 8,  # bits
+    lambda n, dtype: n * 2 * 84 * 84 * np.dtype(dtype).itemsize,  # no stack
+    lambda n, dtype: 2 * 4 * 84 * 84 * np.dtype(dtype).itemsize,  # n left out
+    lambda n, dtype: str(n * 2 * 4 * 84 * 84 * np.dtype(dtype).itemsize),  # not a number
+])
+def test_replay_bytes_wrong(wrong):
+    with pytest.raises(AssertionError):
+        checks.check_replay_bytes(wrong)
+
+
+def test_replay_bytes_none(capsys):
+    assert checks.check_replay_bytes(None) is None
+    assert "not answered yet" in capsys.readouterr().out.lower()
+
+
+# --- dqn_course.frames, which the checks and notebooks 02-03 rely on -----------------------------
+
+def test_hand_written_pipeline_equals_atari_preprocessing():
+    trace = preprocessing_trace(40, seed=0)
+    assert len(trace) == 40
+    for prev, last, obs in trace:
+        assert obs.shape == (84, 84) and obs.dtype == np.uint8
+        assert np.array_equal(max_pool_downsample(prev, last), obs)
+
+
+def test_raw_frames_deterministic_and_shaped():
+    a, b = raw_frames(3, seed=2, every=5), raw_frames(3, seed=2, every=5)
+    assert a.shape == (3, 210, 160, 3) and a.dtype == np.uint8
+    assert np.array_equal(a, b)
+
+
+def test_blog_preprocess_is_a_view_of_a_bigger_array():
+    frame = raw_frames(1, seed=0)[0]
+    small = blog_preprocess(frame)
+    assert small.shape == (105, 80) and small.dtype == np.uint8 and small.nbytes == 8_400
+    assert small.base is not None and small.base.nbytes == 33_600
+
+
+def test_state_bytes():
+    assert state_bytes(np.uint8) == 28_224
+    assert state_bytes(np.float32) == 112_896
+    assert state_bytes("float64", stack=1) == 56_448

@@ -1,0 +1,76 @@
+"""Notebook 01's checks: right answers pass, wrong ones raise with a hint, None is 'not answered yet'."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dqn_course import checks
+
+
+def bytes_per_transition(step_a, rss_a, step_b, rss_b):
+    return (rss_b - rss_a) / (step_b - step_a)
+
+
+def killed_at_step(baseline_bytes, bytes_per_step, available_bytes):
+    if bytes_per_step <= 0:
+        return math.inf
+    return (available_bytes - baseline_bytes) / bytes_per_step
+
+
+@pytest.mark.parametrize("check", [checks.check_bytes_per_transition, checks.check_killed_at_step])
+def test_none_is_not_answered_yet(check, capsys):
+    assert check(None) is None
+    assert "Not answered yet" in capsys.readouterr().out
+
+
+def test_bytes_per_transition_right(capsys):
+    assert checks.check_bytes_per_transition(bytes_per_transition) is True
+    assert capsys.readouterr().out.startswith("✓")
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda sa, ra, sb, rb: rb - ra, "divide by the steps"),
+    (lambda sa, ra, sb, rb: rb / sb, "baseline"),
+    (lambda sa, ra, sb, rb: (ra - rb) / (sb - sa), "sign"),
+    (lambda sa, ra, sb, rb: (rb - ra) / (sb - sa) / 2**20, "MiB"),
+    (lambda sa, ra, sb, rb: (rb - ra) / (sb - sa) / 2, "do not halve"),
+    (lambda sa, ra, sb, rb: 12_345.0, "bytes per transition ="),
+    (lambda sa, ra, sb, rb: "34 KB", "number"),
+])
+def test_bytes_per_transition_wrong(wrong, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_bytes_per_transition(wrong)
+
+
+def test_bytes_per_transition_returning_none_is_not_answered(capsys):
+    assert checks.check_bytes_per_transition(lambda *a: None) is None
+    assert "Not answered yet" in capsys.readouterr().out
+
+
+def test_killed_at_step_right(capsys):
+    assert checks.check_killed_at_step(killed_at_step) is True
+    assert capsys.readouterr().out.startswith("✓")
+    # rounding to a whole step is fine
+    assert checks.check_killed_at_step(
+        lambda b, s, a: math.inf if s <= 0 else (a - b) // s) is True
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda b, s, a: math.inf if s <= 0 else a / s, "baseline is in RAM"),
+    (lambda b, s, a: math.inf if s <= 0 else (a + b) / s, "don't add"),
+    (lambda b, s, a: math.inf if s <= 0 else a / s / 2, "don't halve"),
+    (lambda b, s, a: (a - b) / s, "ZeroDivisionError"),
+    (lambda b, s, a: 0 if s <= 0 else (a - b) / s, "math.inf"),
+    (lambda b, s, a: math.inf if s <= 0 else (a - b) / s + 10, "available_bytes - baseline_bytes"),
+])
+def test_killed_at_step_wrong(wrong, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_killed_at_step(wrong)
+
+
+def test_not_callable_is_refused():
+    with pytest.raises(AssertionError, match="function itself"):
+        checks.check_bytes_per_transition(34_000)
+    with pytest.raises(AssertionError, match="function itself"):
+        checks.check_killed_at_step(12_345)

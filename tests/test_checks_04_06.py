@@ -1,0 +1,202 @@
+"""The self-checks of notebooks 04-06: right answers pass, wrong ones raise AssertionError, None only prints."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from dqn_course import checks
+
+# -- notebook 04: stack_at --------------------------------------------------------------------------
+
+
+def stack_at_right(frames, first, t, stack=4):
+    start = int(np.flatnonzero(first[:t + 1])[-1])
+    return frames[np.maximum(np.arange(t - stack + 1, t + 1), start)]
+
+
+def stack_at_across_episodes(frames, first, t, stack=4):
+    return frames[np.maximum(np.arange(t - stack + 1, t + 1), 0)]
+
+
+def stack_at_zero_padding(frames, first, t, stack=4):
+    start = int(np.flatnonzero(first[:t + 1])[-1])
+    idx = np.arange(t - stack + 1, t + 1)
+    out = frames[np.maximum(idx, start)].copy()
+    out[idx < start] = 0
+    return out
+
+
+def stack_at_reversed(frames, first, t, stack=4):
+    return stack_at_right(frames, first, t, stack)[::-1]
+
+
+def stack_at_ignores_stack(frames, first, t, stack=4):
+    return stack_at_right(frames, first, t, 4)
+
+
+def stack_at_list(frames, first, t, stack=4):
+    return list(stack_at_right(frames, first, t, stack))
+
+
+@pytest.mark.parametrize("answer", [stack_at_right, stack_at_list])
+def test_stack_at_right(answer, capsys):
+    assert checks.check_stack_at(answer) is True
+    assert capsys.readouterr().out.startswith("✓")
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (stack_at_across_episodes, "previous episode"),
+    (stack_at_zero_padding, "not zeros"),
+    (stack_at_reversed, "reversed"),
+    (stack_at_ignores_stack, "shape"),
+    (lambda frames, first, t, stack=4: frames[t], "shape"),
+])
+def test_stack_at_wrong(answer, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_stack_at(answer)
+
+
+def test_stack_at_unanswered(capsys):
+    assert checks.check_stack_at(None) is None
+    assert checks.check_stack_at(lambda frames, first, t, stack=4: None) is None
+    assert "not answered yet" in capsys.readouterr().out.lower()
+
+
+# -- notebook 05: the ring ----------------------------------------------------------------------------
+
+
+class RingRight:
+    def __init__(self, capacity, item_shape, dtype=np.uint8):
+        self.items = np.zeros((capacity, *item_shape), dtype)
+        self.capacity, self.head, self.size = capacity, 0, 0
+
+    def add(self, item):
+        self.items[self.head] = item
+        self.head = (self.head + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+
+    def __len__(self):
+        return self.size
+
+    def sample(self, batch_size, rng):
+        return self.items[rng.integers(0, self.size, size=batch_size)]
+
+
+class RingSamplesUnwritten(RingRight):
+    def sample(self, batch_size, rng):
+        return self.items[rng.integers(0, self.capacity, size=batch_size)]
+
+
+class RingStopsWhenFull(RingRight):
+    def add(self, item):
+        if self.size < self.capacity:
+            super().add(item)
+
+
+class RingKeepsReferences:
+    def __init__(self, capacity, item_shape, dtype=np.uint8):
+        from collections import deque
+
+        self.items = deque(maxlen=capacity)
+
+    def add(self, item):
+        self.items.append(item)
+
+    def __len__(self):
+        return len(self.items)
+
+    def sample(self, batch_size, rng):
+        return np.stack([self.items[i] for i in rng.integers(0, len(self.items), size=batch_size)])
+
+
+class RingFloat(RingRight):
+    def __init__(self, capacity, item_shape, dtype=np.uint8):
+        super().__init__(capacity, item_shape, np.float32)
+
+
+class RingUnanswered:
+    def __init__(self, capacity, item_shape, dtype=np.uint8):
+        pass
+
+    def add(self, item):
+        pass
+
+    def __len__(self):
+        return 0
+
+    def sample(self, batch_size, rng):
+        return None
+
+
+def test_ring_right(capsys):
+    assert checks.check_ring(RingRight) is True
+    assert capsys.readouterr().out.startswith("✓")
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (RingSamplesUnwritten, "written so far"),
+    (RingStopsWhenFull, "oldest"),
+    (RingKeepsReferences, "references"),
+    (RingFloat, "dtype"),
+])
+def test_ring_wrong(answer, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_ring(answer)
+
+
+def test_ring_unanswered(capsys):
+    assert checks.check_ring(None) is None
+    assert checks.check_ring(RingUnanswered) is None
+    assert "not answered yet" in capsys.readouterr().out.lower()
+
+
+# -- notebook 06: td_targets ---------------------------------------------------------------------------
+
+
+def td_right(rewards, dones, next_q_target, gamma, next_q_online=None):
+    if next_q_online is None:
+        v = next_q_target.max(1).values
+    else:
+        v = next_q_target.gather(1, next_q_online.argmax(1, keepdim=True)).squeeze(1)
+    return rewards + gamma * (1 - dones) * v
+
+
+def td_no_done_mask(rewards, dones, next_q_target, gamma, next_q_online=None):
+    return td_right(rewards, torch.zeros_like(dones), next_q_target, gamma, next_q_online)
+
+
+def td_double_ignored(rewards, dones, next_q_target, gamma, next_q_online=None):
+    return td_right(rewards, dones, next_q_target, gamma)
+
+
+def td_double_online_values(rewards, dones, next_q_target, gamma, next_q_online=None):
+    return td_right(rewards, dones, next_q_online if next_q_online is not None else next_q_target, gamma)
+
+
+def td_keepdim(rewards, dones, next_q_target, gamma, next_q_online=None):
+    return td_right(rewards, dones, next_q_target, gamma, next_q_online)[:, None]
+
+
+def test_td_targets_right(capsys):
+    seed_state = torch.random.get_rng_state()
+    assert checks.check_td_targets(td_right) is True
+    assert capsys.readouterr().out.startswith("✓")
+    assert torch.equal(seed_state, torch.random.get_rng_state()), "the check must not move the learner's seed"
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (td_no_done_mask, "must not bootstrap"),
+    (td_double_ignored, "chooses"),
+    (td_double_online_values, "not with the online"),
+    (td_keepdim, "shape"),
+])
+def test_td_targets_wrong(answer, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_td_targets(answer)
+
+
+def test_td_targets_unanswered(capsys):
+    assert checks.check_td_targets(None) is None
+    assert checks.check_td_targets(lambda *a, **k: None) is None
+    assert "not answered yet" in capsys.readouterr().out.lower()

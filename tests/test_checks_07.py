@@ -1,0 +1,137 @@
+"""Notebook 07: its self-check (right passes, wrong raises with a hint, None only prints) and dqn_course.playback."""
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+from dqn_course import checks, playback
+from dqn_course.profiling import measure_in_subprocess
+
+# -- the exercise: gradient updates in a 10M-step run ----------------------------------------------------
+
+
+@pytest.mark.parametrize("answer", [2_480_000, 2_480_002, 2_480_000.25, np.int64(2_480_000)])
+def test_updates_in_run_right(answer, capsys):
+    assert checks.check_updates_in_run(answer) is True
+    assert capsys.readouterr().out.startswith("✓")
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (2_500_000, "learning_starts"),
+    (9_920_000, "one update per train_every"),
+    (79_360_000, "sampled transitions"),
+    (310_000, "summed over all envs"),
+    (19_840_000, "don't multiply"),
+    (620_000, "frames"),
+    (2_420_000, "before dividing"),
+    (77_500, "batch size"),
+    (123, r"\(total_steps - learning_starts\) / train_every"),
+    ("2480000", "should be a number"),
+    (True, "should be a number"),
+])
+def test_updates_in_run_wrong(answer, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_updates_in_run(answer)
+
+
+def test_updates_in_run_unanswered(capsys):
+    assert checks.check_updates_in_run(None) is None
+    assert "Not answered yet" in capsys.readouterr().out
+
+
+def test_updates_in_run_matches_the_training_loop_count():
+    """The check's figure is what train.train's update rule gives, scaled down 10x (same arithmetic)."""
+    def updates(total, starts, every, n):
+        owed, step, count = 0.0, 0, 0
+        while step < total:
+            step += n
+            if step >= starts:
+                owed += n / every
+                while owed >= 1:
+                    count, owed = count + 1, owed - 1
+        return count
+
+    for n in (1, 8):
+        assert abs(updates(1_000_000, 8_000, 4, n) - (1_000_000 - 8_000) / 4) <= 2
+
+
+# -- playback helpers ----------------------------------------------------------------------------------
+
+
+def write_run(run_dir, games=12, evals=2):
+    run_dir.mkdir(parents=True)
+    with open(run_dir / "log.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, ["step", "episode_return", "episode_length", "loss", "epsilon", "rss_mb", "steps_per_s"])
+        w.writeheader()
+        for i in range(games):
+            w.writerow({"step": 100 * (i + 1), "episode_return": i % 3, "episode_length": 100,
+                        "loss": "" if i < 3 else 0.1, "epsilon": 1 - i / games, "rss_mb": 500, "steps_per_s": 80})
+    with open(run_dir / "eval.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, ["step", "mean_return", "std_return", "episodes"])
+        w.writeheader()
+        for i in range(evals):
+            w.writerow({"step": 600 * (i + 1), "mean_return": i, "std_return": 0.5, "episodes": 2})
+
+
+def test_find_recorded_run(tmp_path):
+    assert playback.find_recorded_run(tmp_path) is None
+    (tmp_path / "breakout").mkdir()
+    assert playback.find_recorded_run(tmp_path) is None  # a directory without log.csv is no run
+    write_run(tmp_path / "breakout" / "x")
+    (tmp_path / "breakout" / "log.csv").write_text("step,episode_return\n")
+    assert playback.find_recorded_run(tmp_path) == tmp_path / "breakout"
+    write_run(tmp_path / "breakout-fast")
+    assert playback.find_recorded_run(tmp_path) == tmp_path / "breakout-fast"
+
+
+def test_read_log_and_plot_run(tmp_path):
+    write_run(tmp_path / "run")
+    log = playback.read_log(tmp_path / "run" / "log.csv")
+    assert log["step"].tolist() == [100.0 * (i + 1) for i in range(12)]
+    assert np.isnan(log["loss"][:3]).all() and log["loss"][3] == 0.1
+    fig = playback.plot_run(tmp_path / "run", "test")
+    assert len(fig.axes) == 3  # returns, ε twin axis, evaluation
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "log.csv").write_text("step,episode_return,epsilon\n")
+    assert playback.read_log(tmp_path / "empty" / "log.csv")["step"].size == 0
+    playback.plot_run(tmp_path / "empty")  # a run with no finished game yet still plots
+
+
+def test_moving_average():
+    assert playback.moving_average([1, 2, 3, 4], 2).tolist() == [1.0, 1.5, 2.5, 3.5]
+    assert playback.moving_average([], 3).size == 0
+
+
+def test_checkpoint_round_trip_and_play(tmp_path):
+    import torch
+
+    from dqn_course.agent import DQNAgent
+    from dqn_course.train import PRESETS, save_checkpoint
+
+    agent = DQNAgent(4, "cpu", seed=7)
+    save_checkpoint(tmp_path / "checkpoint.pt", agent, PRESETS["quick"], 1234)
+    loaded, info = playback.load_agent(tmp_path / "checkpoint.pt")
+    assert info["step"] == 1234 and info["config"]["total_steps"] == PRESETS["quick"].total_steps
+    for a, b in zip(agent.q.parameters(), loaded.q.parameters()):
+        assert torch.equal(a, b)
+    episode = playback.play_episode(loaded, max_steps=20, seed=0)
+    assert episode.steps <= 20 and len(episode.frames) == episode.steps + 1
+    assert episode.frames[0].shape == (210, 160, 3) and episode.frames[0].dtype == np.uint8
+    random_again = [playback.play_episode(None, max_steps=20, seed=3, render=False) for _ in range(2)]
+    assert random_again[0].score == random_again[1].score and random_again[0].steps == random_again[1].steps
+    assert len(playback.play_scores(None, games=2, max_steps=10)) == 2
+    html = playback.animate(episode.frames, every=5, title="t").to_jshtml()
+    assert "<img" in html or "img" in html
+
+
+def test_allocate_replay_is_measured_in_a_fresh_process():
+    capacity = 20_000
+    m = measure_in_subprocess(playback.allocate_replay, capacity, prefault=True, timeout=300)
+    assert m.result["nbytes"] == capacity * (84 * 84 + 16)
+    # prefaulted and kept alive until the child read its RSS: the growth is the memory's size
+    assert 0.9 * m.result["nbytes"] < m.rss_growth < 1.3 * m.result["nbytes"]
+    multi = measure_in_subprocess(playback.allocate_replay, capacity, 4, prefault=False, timeout=300)
+    assert multi.result["nbytes"] == capacity * (84 * 84 + 16)
+    assert multi.rss_growth < 0.5 * multi.result["nbytes"]  # untouched pages cost no RSS yet

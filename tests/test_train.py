@@ -1,0 +1,133 @@
+"""The training CLI end to end (quick preset), and its small pieces: ε schedule, argument parsing."""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from dqn_course.agent import DQNAgent
+from dqn_course.train import PRESETS, Config, epsilon_at, parse_args
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LOG_HEADER = ["step", "episode_return", "episode_length", "loss", "epsilon", "rss_mb", "steps_per_s"]
+
+
+def run_cli(out_dir: Path, *extra: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess, float]:
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "dqn_course.train", "--preset", "quick", "--out-dir", str(out_dir),
+                           "--progress", "false", *extra],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+    return proc, time.perf_counter() - t0
+
+
+def read_csv(path: Path) -> tuple[list[str], list[dict]]:
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), list(reader)
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("quick") / "run"
+    proc, seconds = run_cli(out)
+    return out, proc, seconds
+
+
+@pytest.mark.slow
+def test_quick_preset_runs_end_to_end(quick_run):
+    out, proc, seconds = quick_run
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    assert seconds < 60, f"the quick preset took {seconds:.0f} s (promised: well under a minute)"
+    total = PRESETS["quick"].total_steps
+    assert f"done: {total:,} steps" in proc.stdout
+    assert "train:" not in proc.stderr  # --progress false: no progress bar
+
+
+@pytest.mark.slow
+def test_quick_preset_writes_its_logs(quick_run):
+    out, proc, _ = quick_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cfg = PRESETS["quick"]
+    header, rows = read_csv(out / "log.csv")
+    assert header == LOG_HEADER
+    assert len(rows) >= 1, "no game finished in the quick run"
+    steps = [int(r["step"]) for r in rows]
+    assert steps == sorted(steps) and 0 < steps[0] and steps[-1] <= cfg.total_steps
+    for r in rows:
+        assert float(r["episode_return"]) >= 0 and int(r["episode_length"]) > 0
+        assert cfg.eps_end - 1e-9 <= float(r["epsilon"]) <= cfg.eps_start
+        assert float(r["rss_mb"]) > 50 and float(r["steps_per_s"]) > 0
+        if int(r["step"]) > cfg.learning_starts + 100:
+            assert r["loss"] != "" and float(r["loss"]) >= 0, "learning had started: the loss belongs in the log"
+    eval_header, eval_rows = read_csv(out / "eval.csv")
+    assert eval_header == ["step", "mean_return", "std_return", "episodes"]
+    assert [int(r["step"]) for r in eval_rows] == list(range(cfg.eval_every, cfg.total_steps + 1, cfg.eval_every))
+    assert all(int(r["episodes"]) == cfg.eval_episodes and float(r["mean_return"]) >= 0 for r in eval_rows)
+
+
+@pytest.mark.slow
+def test_quick_preset_leaves_a_loadable_checkpoint(quick_run):
+    out, proc, _ = quick_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ckpt = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=True)
+    assert {"agent", "config", "step"} <= set(ckpt)
+    assert ckpt["step"] == PRESETS["quick"].total_steps == ckpt["config"]["total_steps"]
+    assert ckpt["config"]["out_dir"] == str(out) and ckpt["config"]["progress"] is False
+    assert Config(**ckpt["config"]) == dataclasses.replace(PRESETS["quick"], out_dir=str(out), progress=False)
+    agent = DQNAgent(ckpt["agent"]["q"]["net.10.bias"].shape[0], "cpu")
+    agent.load_state_dict(ckpt["agent"])  # every tensor fits the network
+    assert not list(out.glob("*.tmp")), "a temporary checkpoint file was left behind"
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "eval.csv", "log.csv"]
+
+
+# -- the pieces -------------------------------------------------------------------------------------
+def test_epsilon_schedule():
+    cfg = PRESETS["quick"]  # 3,000 steps, decay over half of them
+    span = int(cfg.eps_fraction * cfg.total_steps)
+    assert span == 1_500
+    assert epsilon_at(0, cfg) == pytest.approx(cfg.eps_start)
+    assert epsilon_at(span // 2, cfg) == pytest.approx((cfg.eps_start + cfg.eps_end) / 2)
+    assert epsilon_at(span, cfg) == pytest.approx(cfg.eps_end)
+    assert epsilon_at(span + 1, cfg) == pytest.approx(cfg.eps_end)
+    assert epsilon_at(10 * cfg.total_steps, cfg) == pytest.approx(cfg.eps_end)
+    values = [epsilon_at(s, cfg) for s in range(0, cfg.total_steps + 1, 50)]
+    assert all(a >= b for a, b in zip(values, values[1:]))
+    full = Config()  # the Nature/CleanRL schedule: 1 -> 0.01 over the first 1M of 10M steps
+    assert epsilon_at(1_000_000, full) == pytest.approx(0.01) and epsilon_at(500_000, full) == pytest.approx(0.505)
+
+
+def test_epsilon_schedule_survives_a_zero_fraction():
+    cfg = dataclasses.replace(PRESETS["quick"], eps_fraction=0.0)
+    assert epsilon_at(0, cfg) == pytest.approx(cfg.eps_start)
+    assert epsilon_at(1, cfg) == pytest.approx(cfg.eps_end)
+
+
+def test_parse_args_overrides_the_preset():
+    cfg = parse_args(["--total-steps", "10", "--double", "true"])
+    assert cfg.total_steps == 10 and isinstance(cfg.total_steps, int)
+    assert cfg.double is True
+    assert dataclasses.replace(cfg, total_steps=PRESETS["quick"].total_steps, double=False) == PRESETS["quick"]
+    cfg = parse_args(["--preset", "breakout", "--lr", "3e-4", "--device", "cpu", "--double", "0"])
+    assert cfg.lr == pytest.approx(3e-4) and cfg.device == "cpu" and cfg.double is False
+    assert cfg.total_steps == Config().total_steps
+    assert parse_args([]) == PRESETS["quick"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--double", "maybe"], "expected true/false"),
+    (["--total-steps", "ten"], "invalid int value"),
+    (["--lr", "fast"], "invalid float value"),
+    (["--preset", "nope"], "invalid choice"),
+    (["--no-such-option", "1"], "unrecognized arguments"),
+])
+def test_parse_args_rejects_bad_values(argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        parse_args(argv)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
