@@ -191,7 +191,7 @@ def animate(frames, fps: int = 15, every: int = 2, title: str = ""):
 
     def draw(i):
         image.set_data(shown[i])
-        label.set_text(f"{title}  step {i * every}".strip())
+        label.set_text(f"{title}\nagent step {i * every}" if title else f"agent step {i * every}")
         return image, label
 
     return FuncAnimation(fig, draw, frames=len(shown), interval=1000 / fps, blit=False)

@@ -58,6 +58,8 @@ class Batch(NamedTuple):
     next_states: np.ndarray  # (B, stack, H, W)
     dones: np.ndarray  # (B,) float32, 1.0 where the target must not bootstrap
     ids: np.ndarray  # (B,) int64, running number of each transition
+    weights: np.ndarray | None = None  # (B,) float32 importance-sampling weights (prioritized replay only)
+    indices: np.ndarray | None = None  # (B,) int64 where to send new priorities (prioritized replay only)
 
 
 class ReplayMemory:
@@ -357,20 +359,25 @@ class FrameSharingMemory(_PreallocatedRing):
         self.num_valid = 0
         self._in_episode = False  # True once an episode's first frame is written and it has not ended
         self._last_frame = np.zeros(self.frame_shape, np.uint8)  # host copy of the newest frame
+        self.track_validity = False  # prioritized replay turns this on to mirror validity in its tree
+        self.validity_changes: list[int] = []
+
+    def _set_valid(self, k: int, value: bool) -> None:
+        if self.valid[k] != value:
+            self.valid[k] = value
+            self.num_valid += 1 if value else -1
+            if self.track_validity:
+                self.validity_changes.append(k)
 
     def _write_frame(self, frame: np.ndarray, first: bool) -> int:
         """Write one frame at the head, keeping invariant 3; returns its slot."""
         k, C = self.head, self.capacity
-        if self.valid[k]:
-            self.valid[k] = False
-            self.num_valid -= 1
+        self._set_valid(k, False)
         for m in range(1, self.stack):  # transitions that looked back through slot k
             j = (k + m) % C
             if self.first[j]:
                 break
-            if self.valid[j]:
-                self.valid[j] = False
-                self.num_valid -= 1
+            self._set_valid(j, False)
         self.frames[k] = frame if self.device is None else self._torch.as_tensor(frame).to(self.device)
         self._last_frame[...] = frame
         self.first[k] = first
@@ -395,8 +402,7 @@ class FrameSharingMemory(_PreallocatedRing):
                              "episode_end=True for the step after which the environment was reset")
         self.actions[k], self.rewards[k], self.dones[k], self.ids[k] = action, reward, done, self.added
         self._write_frame(next_state[-1], first=False)
-        self.valid[k] = True
-        self.num_valid += 1
+        self._set_valid(k, True)
         self.added += 1
         if episode_end:
             self._in_episode = False
@@ -493,21 +499,27 @@ class MultiStreamMemory(ReplayMemory):
                 stream.add(states[i], actions[i], rewards[i], next_states[i], dones[i], episode_ends[i])
                 self.added += 1
 
-    def sample(self, batch_size: int) -> Batch:
-        self._check_batch_size(batch_size)
-        sizes = np.array([len(s) for s in self.streams], dtype=np.float64)
-        counts = self.rng.multinomial(batch_size, sizes / sizes.sum())
-        parts = [s.batch_at(s._draw_slots(c)) for s, c in zip(self.streams, counts) if c]
-        ids = np.concatenate([p.ids * len(self.streams) + i for i, p in zip(np.flatnonzero(counts), parts)])
+    def batch_at(self, streams: np.ndarray, slots: np.ndarray) -> Batch:
+        """The transitions at (stream, slot) pairs, ``streams`` sorted ascending, as one batch."""
+        parts = [(k, self.streams[k].batch_at(slots[streams == k])) for k in np.unique(streams)]
         if self.device is None:
             cat = np.concatenate
         else:
             import torch
 
             cat = torch.cat
-        return Batch(cat([p.states for p in parts]), np.concatenate([p.actions for p in parts]),
-                     np.concatenate([p.rewards for p in parts]), cat([p.next_states for p in parts]),
-                     np.concatenate([p.dones for p in parts]), ids)
+        return Batch(cat([p.states for _, p in parts]), np.concatenate([p.actions for _, p in parts]),
+                     np.concatenate([p.rewards for _, p in parts]), cat([p.next_states for _, p in parts]),
+                     np.concatenate([p.dones for _, p in parts]),
+                     np.concatenate([p.ids * len(self.streams) + k for k, p in parts]))
+
+    def sample(self, batch_size: int) -> Batch:
+        self._check_batch_size(batch_size)
+        sizes = np.array([len(s) for s in self.streams], dtype=np.float64)
+        counts = self.rng.multinomial(batch_size, sizes / sizes.sum())
+        streams = np.repeat(np.arange(len(self.streams)), counts)
+        slots = np.concatenate([s._draw_slots(c) for s, c in zip(self.streams, counts) if c])
+        return self.batch_at(streams, slots)
 
     def __len__(self) -> int:
         return sum(len(s) for s in self.streams)
