@@ -88,11 +88,20 @@ class DQNAgent:
 
     # -- learning ---------------------------------------------------------------------------------
     def learn(self, batch: Batch, per_sample_targets: bool = False) -> float:
-        """One gradient step on the Huber TD error; returns the loss."""
+        """One gradient step on the Huber TD error; returns the loss.
+
+        With prioritized replay the batch carries importance-sampling ``weights`` that scale each
+        transition's loss; ``last_td_errors`` keeps |target - Q| for the new priorities.
+        """
         t = batch_to_tensors(batch, self.device)
         target = self.per_sample_targets(t) if per_sample_targets else self.batched_targets(t)
         q = self.q(t["states"]).gather(1, t["actions"].long().unsqueeze(1)).squeeze(1)
-        loss = F.smooth_l1_loss(q, target)
+        if batch.weights is None:
+            loss = F.smooth_l1_loss(q, target)
+        else:
+            weights = torch.as_tensor(batch.weights).to(self.device, non_blocking=True)
+            loss = (weights * F.smooth_l1_loss(q, target, reduction="none")).mean()
+            self.last_td_errors = (target - q).detach().abs().cpu().numpy()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.max_grad_norm is not None:

@@ -49,6 +49,10 @@ class SumTree:
     def total(self) -> float:
         return float(self.block_prefix[-1])
 
+    @property
+    def nbytes(self) -> int:
+        return self.leaves.nbytes + self.prefix.nbytes + self.block_prefix.nbytes + self.shifted.nbytes
+
     def get(self, indices) -> np.ndarray:
         return self.leaves.reshape(-1)[np.asarray(indices)]
 
@@ -177,7 +181,11 @@ class PrioritizedMemory:
 
     @property
     def nbytes(self) -> int:
-        return self.memory.nbytes + self.tree.tree.nbytes
+        return self.memory.nbytes + self.tree.nbytes
+
+    @property
+    def device(self):
+        return self.memory.device
 
     def sample(self, batch_size: int, beta: float = 0.4) -> Batch:
         if len(self.memory) < batch_size:

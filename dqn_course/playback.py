@@ -172,10 +172,11 @@ def play_scores(agent: DQNAgent | None, games: int, epsilon: float = 0.05, max_s
     return [play_episode(agent, epsilon, max_steps, seed + i, render=False).score for i in range(games)]
 
 
-def animate(frames, fps: int = 15, every: int = 2, title: str = ""):
+def animate(frames, fps: int = 10, every: int = 3, title: str = "", scale: float = 1.5):
     """A matplotlib animation of RGB screens (every ``every``-th one); ``.to_jshtml()`` shows it inline.
 
-    The figure is made without pyplot, so Jupyter does not also show it as a still picture.
+    Screens are drawn ``scale`` times their size with nearest-neighbour pixels (crisp, and small as
+    PNG frames). The figure is made without pyplot, so Jupyter does not also show it as a still picture.
     """
     from matplotlib.animation import FuncAnimation
     from matplotlib.figure import Figure
@@ -183,11 +184,13 @@ def animate(frames, fps: int = 15, every: int = 2, title: str = ""):
     shown = list(frames)[::every]
     if not shown:
         raise ValueError("no frames to animate")
-    fig = Figure(figsize=(2.4, 3.3), dpi=80, layout="constrained")
-    ax = fig.add_subplot()
-    image = ax.imshow(shown[0])
+    dpi, text_h = 80, 0.4  # inches of space above the screen for two lines of text
+    h, w = shown[0].shape[:2]
+    fig = Figure(figsize=(w * scale / dpi, h * scale / dpi + text_h), dpi=dpi)
+    ax = fig.add_axes((0, 0, 1, 1 - text_h / fig.get_figheight()))
+    image = ax.imshow(shown[0], interpolation="nearest")
     ax.axis("off")
-    label = ax.set_title(title, fontsize=8)
+    label = fig.text(0.5, 0.995, "", ha="center", va="top", fontsize=8)
 
     def draw(i):
         image.set_data(shown[i])

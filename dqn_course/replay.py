@@ -177,15 +177,26 @@ class NaiveDequeMemory(ReplayMemory):
 
     @property
     def nbytes(self) -> int:
-        """Arrays counted once each (shared ones too) plus the Python containers around them."""
+        """Bytes held: each array's header, each buffer it keeps alive once, and the Python containers.
+
+        A view (``frame[::2, ::2]``, or an observation the emulator hands out) keeps its whole base
+        buffer alive, so the base is what counts, not the view's own ``nbytes``.
+        """
         seen: set[int] = set()
         total = sys.getsizeof(self.memory)
         for row in self.memory:
             total += sys.getsizeof(row) + sys.getsizeof(row[1]) + sys.getsizeof(row[2]) + sys.getsizeof(row[5])
             for arr in (row[0], row[3]):
-                if id(arr) not in seen:
-                    seen.add(id(arr))
-                    total += sys.getsizeof(arr)  # numpy reports header + owned data
+                if id(arr) in seen:
+                    continue
+                seen.add(id(arr))
+                total += sys.getsizeof(arr)  # header, plus the data when the array owns it
+                owner = arr.base
+                while isinstance(owner, np.ndarray) and owner.base is not None:
+                    owner = owner.base
+                if owner is not None and id(owner) not in seen:
+                    seen.add(id(owner))
+                    total += owner.nbytes if isinstance(owner, (np.ndarray, memoryview)) else sys.getsizeof(owner)
         return total
 
 

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from dqn_course.agent import DQNAgent
 from dqn_course.device import pick_device
 from dqn_course.envs import make_breakout, make_vector_envs
+from dqn_course.per import PrioritizedMemory, beta_at
 from dqn_course.profiling import rss_bytes
 from dqn_course.replay import MultiStreamMemory
 
@@ -55,6 +56,9 @@ class Config:
     num_envs: int = 1  # agent steps are counted across all envs; updates stay one per train_every of them
     env_backend: str = "gymnasium"  # "gymnasium" (envs stepped in Python) or "ale" (AtariVectorEnv, C++ threads)
     replay_on_device: bool = False  # keep replay frames on the training device (1M frames = 7 GB of GPU memory)
+    per: bool = False  # prioritized replay (proportional, Schaul et al. 2016)
+    per_alpha: float = 0.6
+    per_beta0: float = 0.4  # importance-sampling exponent, annealed to 1 over the run
     out_dir: str = "runs/breakout"
     prefault: bool = True  # touch the replay memory's pages at start: fail now, not in hour 5
     progress: bool = True
@@ -130,6 +134,8 @@ def train(cfg: Config) -> dict:
     obs_shape = envs.single_observation_space.shape
     memory = MultiStreamMemory(cfg.buffer_size, n, obs_shape, seed=cfg.seed, prefault=cfg.prefault,
                                device=device if cfg.replay_on_device else None)
+    if cfg.per:
+        memory = PrioritizedMemory(memory, alpha=cfg.per_alpha, seed=cfg.seed)
     agent = DQNAgent(int(envs.single_action_space.n), device, lr=cfg.lr, gamma=cfg.gamma, double=cfg.double,
                      max_grad_norm=cfg.max_grad_norm, seed=cfg.seed)
     log = CsvLog(out / "log.csv", ["step", "episode_return", "episode_length", "loss", "epsilon", "rss_mb",
@@ -175,7 +181,12 @@ def train(cfg: Config) -> dict:
                 learn_start = (step, time.perf_counter())
             updates_owed += n / cfg.train_every
             while updates_owed >= 1:
-                losses.append(agent.learn(memory.sample(cfg.batch_size)))
+                if cfg.per:
+                    batch = memory.sample(cfg.batch_size, beta=beta_at(step, cfg.total_steps, cfg.per_beta0))
+                    losses.append(agent.learn(batch))
+                    memory.update_priorities(batch.indices, agent.last_td_errors)
+                else:
+                    losses.append(agent.learn(memory.sample(cfg.batch_size)))
                 updates_owed -= 1
         if crossed(before, step, cfg.target_sync_every):
             agent.sync_target()

@@ -121,3 +121,39 @@ def test_prioritized_memory_samples_equal_reference_transitions():
             assert np.array_equal(batch.states[j], s) and np.array_equal(batch.next_states[j], s2)
             assert batch.dones[j] == d
         memory.update_priorities(batch.indices, np.arange(16, dtype=float))
+
+
+def test_weighted_learn_with_unit_weights_equals_plain_learn_and_reports_td_errors():
+    import torch
+
+    from dqn_course.agent import DQNAgent
+    from dqn_course.replay import Batch
+
+    rng = np.random.default_rng(0)
+    b = Batch(rng.integers(0, 256, (8, 4, 84, 84), dtype=np.uint8), rng.integers(0, 4, 8), rng.random(8, dtype=np.float32),
+              rng.integers(0, 256, (8, 4, 84, 84), dtype=np.uint8), (rng.random(8) < 0.3).astype(np.float32), np.arange(8))
+    plain, weighted = DQNAgent(4, seed=3), DQNAgent(4, seed=3)
+    loss_plain = plain.learn(b)
+    loss_weighted = weighted.learn(b._replace(weights=np.ones(8, np.float32), indices=np.arange(8)))
+    assert loss_weighted == pytest.approx(loss_plain, rel=1e-5)
+    assert weighted.last_td_errors.shape == (8,) and (weighted.last_td_errors >= 0).all()
+    for p1, p2 in zip(plain.q.parameters(), weighted.q.parameters()):
+        assert torch.allclose(p1, p2, atol=1e-6)
+    # Zero weights: no gradient, so the network does not move.
+    frozen = DQNAgent(4, seed=3)
+    before = [p.detach().clone() for p in frozen.q.parameters()]
+    frozen.learn(b._replace(weights=np.zeros(8, np.float32), indices=np.arange(8)))
+    assert all(torch.equal(p0, p1) for p0, p1 in zip(before, frozen.q.parameters()))
+
+
+@pytest.mark.slow
+def test_training_with_per_runs_end_to_end(tmp_path):
+    import dataclasses
+
+    from dqn_course.train import PRESETS, train
+
+    cfg = dataclasses.replace(PRESETS["quick"], total_steps=600, learning_starts=300, per=True, eval_every=10**9,
+                              checkpoint_every=10**9, out_dir=str(tmp_path), progress=False)
+    summary = train(cfg)
+    assert summary["updates"] == (600 - 300) // 4 + 1
+    assert (tmp_path / "checkpoint.pt").exists()
