@@ -72,6 +72,7 @@ def default_transitions() -> int:
 
 
 def _make_memory(stage: Stage, capacity: int) -> ReplayMemory:
+    """The stage's memory, seeded; frame-sharing takes no dtype (it stores uint8 frames only)."""
     shape = (stage.stack, *(RAW_FRAME if stage.raw else GRAY_FRAME))
     if stage.memory == "naive":
         return MEMORY_CLASSES["naive"](capacity, shape, stage.dtype, seed=0, copy_states=stage.copy_states)

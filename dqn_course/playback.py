@@ -69,8 +69,8 @@ def moving_average(values, window: int) -> np.ndarray:
 def plot_run(run_dir: str | Path, title: str = "", window: int | None = None):
     """Two panels: every game's return (and a moving average, ε on a second axis); evaluation mean ± std.
 
-    Returns a ``matplotlib.figure.Figure`` (Jupyter displays it). ``window`` defaults to about a
-    tenth of the games, between 1 and 100.
+    Returns a ``matplotlib.figure.Figure`` (Jupyter displays it). ``window`` (games in the moving
+    average) defaults to a tenth of the games, at least 5 (or all of them, if fewer) and at most 100.
     """
     from matplotlib.figure import Figure
 
@@ -79,13 +79,14 @@ def plot_run(run_dir: str | Path, title: str = "", window: int | None = None):
     eval_path = run_dir / "eval.csv"
     ev = read_log(eval_path) if eval_path.is_file() else {"step": np.array([])}
     steps, returns = log.get("step", np.array([])), log.get("episode_return", np.array([]))
-    window = window or int(np.clip(len(returns) // 10, 1, 100))
+    window = window or int(np.clip(len(returns) // 10, min(5, max(1, len(returns))), 100))
 
     fig = Figure(figsize=(10, 3.6), layout="constrained")
     ax, ax_eval = fig.subplots(1, 2)
-    ax.plot(steps, returns, ".", color="tab:blue", alpha=0.35, markersize=4, label="game return")
+    ax.plot(steps, returns, "o", color="tab:blue", alpha=0.4, markersize=3, label="one game's return")
+    if len(returns) > 1:
+        ax.plot(steps, moving_average(returns, window), color="tab:blue", label=f"mean of the last {window} games")
     if len(returns):
-        ax.plot(steps, moving_average(returns, window), color="tab:blue", label=f"mean of last {window} games")
         eps = ax.twinx()
         eps.plot(steps, log["epsilon"], color="tab:gray", linestyle=":", label="ε")
         eps.set_ylim(0, 1.05)
@@ -141,28 +142,37 @@ def play_episode(agent: DQNAgent | None = None, epsilon: float = 0.05, max_steps
                  render: bool = True) -> Episode:
     """Play one Breakout game with ``agent`` (ε-greedy) or, for ``agent=None``, uniformly random actions.
 
+    ``max_steps`` cuts the game short (in agent steps; the FIRE press after reset is the first of them).
     ``render=True`` keeps the emulator's RGB screen after every step (``env.render()``), for ``animate``.
+    The game (no-op start) and the random draws (ε and random actions) are seeded with ``seed``, so the
+    same checkpoint and seed play the same game again (the agent's own generator is restored after).
     """
     from dqn_course.envs import make_breakout
 
     env = make_breakout(seed=seed, max_episode_steps=max_steps, render_mode="rgb_array" if render else None)
     rng = np.random.default_rng(seed)
-    state, _ = env.reset(seed=seed)
-    frames = [env.render()] if render else []
-    score, steps, lost, finished = 0.0, 0, 0, False
-    while True:
-        if agent is None:
-            action = int(rng.integers(env.action_space.n))
-        else:
-            action = int(agent.act(state, epsilon)[0])
-        state, reward, terminated, truncated, info = env.step(action)
-        score, steps, lost = score + float(reward), steps + 1, lost + int(info["life_lost"])
-        if render:
-            frames.append(env.render())
-        if terminated or truncated:
-            finished = bool(terminated)
-            break
-    env.close()
+    if agent is not None:
+        agent_rng, agent.rng = agent.rng, rng
+    try:
+        state, _ = env.reset(seed=seed)
+        frames = [env.render()] if render else []
+        score, steps, lost, finished = 0.0, 0, 0, False
+        while True:
+            if agent is None:
+                action = int(rng.integers(env.action_space.n))
+            else:
+                action = int(agent.act(state, epsilon)[0])
+            state, reward, terminated, truncated, info = env.step(action)
+            score, steps, lost = score + float(reward), steps + 1, lost + int(info["life_lost"])
+            if render:
+                frames.append(env.render())
+            if terminated or truncated:
+                finished = bool(terminated)
+                break
+    finally:
+        env.close()
+        if agent is not None:
+            agent.rng = agent_rng
     return Episode(score, steps, lost, finished, frames)
 
 

@@ -162,7 +162,8 @@ def _child(fn, args, kwargs, trace, conn) -> None:
         after = rss_bytes()
         import resource
 
-        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
+        # ru_maxrss is in kB on Linux; the kernel updates it lazily, so it can lag the reading just taken.
+        peak_rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, after)
         conn.send(("ok", SubprocessMeasurement(result, before, after, peak_rss, current, peak, seconds)))
     except BaseException as exc:  # report the failure to the parent instead of dying silently
         conn.send(("error", f"{type(exc).__name__}: {exc}"))

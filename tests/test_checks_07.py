@@ -135,3 +135,14 @@ def test_allocate_replay_is_measured_in_a_fresh_process():
     multi = measure_in_subprocess(playback.allocate_replay, capacity, 4, prefault=False, timeout=300)
     assert multi.result["nbytes"] == capacity * (84 * 84 + 16)
     assert multi.rss_growth < 0.5 * multi.result["nbytes"]  # untouched pages cost no RSS yet
+
+
+def test_play_episode_is_reproducible_and_leaves_the_agent_generator_alone():
+    from dqn_course.agent import DQNAgent
+
+    agent = DQNAgent(4, "cpu", seed=3)
+    before = agent.rng.bit_generator.state
+    a = playback.play_episode(agent, epsilon=0.5, max_steps=40, seed=5, render=False)
+    b = playback.play_episode(agent, epsilon=0.5, max_steps=40, seed=5, render=False)
+    assert (a.score, a.steps, a.lives_lost) == (b.score, b.steps, b.lives_lost)
+    assert agent.rng.bit_generator.state == before

@@ -316,7 +316,6 @@ def test_fits_in_ram_with_explicit_available():
     assert r.max_items * 56_448 <= 0.9 * 16 * GiB < (r.max_items + 1) * 56_448
 
 
-@pytest.mark.slow
 def test_prefault_makes_rss_grow_by_the_buffer_size():
     """np.zeros pages are lazy; prefault=True writes them, so RSS grows by the buffer now."""
     from _subprocess_helpers import make_frame_sharing

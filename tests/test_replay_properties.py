@@ -406,3 +406,114 @@ def test_reference_helpers_roundtrip():
         assert_no_stack_crosses_episode_start(np.stack([make_frame(c, (3, 3)) for c in (2, 3, 4)])[None], ref)
     with pytest.raises(AssertionError):
         assert_no_stack_crosses_episode_start(np.stack([make_frame(c, (3, 3)) for c in (0, 0, 2)])[None], ref)
+
+
+# -- MultiStreamMemory: one frame-sharing ring per env of a vector env ------------------------------
+try:
+    from dqn_course.replay import MultiStreamMemory
+except ImportError:  # pragma: no cover - older package
+    MultiStreamMemory = None
+
+
+@st.composite
+def multi_stream_scenarios(draw):
+    stack = draw(st.sampled_from((2, 3, 4)))
+    streams = draw(st.integers(1, 3))
+    capacity = draw(st.integers(streams * (stack + 1), 60))
+    n = draw(st.integers(1, 150))
+    which = draw(st.lists(st.integers(0, streams - 1), min_size=n, max_size=n))
+    steps = draw(step_lists(n, stack))
+    return stack, streams, capacity, which, steps, draw(st.integers(0, 2**16))
+
+
+@pytest.mark.skipif(MultiStreamMemory is None, reason="no MultiStreamMemory")
+@settings(max_examples=MAX_EXAMPLES // 2, deadline=None, derandomize=True)
+@given(multi_stream_scenarios(), st.sampled_from(["repeat", "zero"]))
+def test_multi_stream_memory_matches_per_stream_references(scenario, padding):
+    """Each env's transitions go to its own ring of capacity // N frames; a batch's ids are
+    ``stream + N * id_within_stream`` and every sampled transition equals the one added."""
+    stack, N, capacity, which, steps, seed = scenario
+    frame_shape = (3, 3)
+    per_stream = capacity // N
+    refs = [Reference(stack, frame_shape, padding) for _ in range(N)]
+    envs = [StackingEnv(r) for r in refs]
+    memory = MultiStreamMemory(capacity, N, (stack, *frame_shape), seed=seed, padding=padding)
+
+    # Unique frames across streams too: each stream's frame counters start at its own offset.
+    offsets = [10_000 * i for i in range(N)]
+    for env, off in zip(envs, offsets):
+        env.ref.frames_written = off
+
+    def allowed() -> set[int]:
+        return {stream + N * t for stream, r in enumerate(refs) for t in r.frame_sharing_sampleable(per_stream)}
+
+    def lookup(ids):
+        rows = [tuple(a[t // N] for a in refs[t % N].arrays()) for t in ids]
+        return tuple(np.stack([row[k] for row in rows]) for k in range(5))
+
+    for n, ((a, r, done, end, real), stream) in enumerate(zip(steps, which), start=1):
+        memory.add(*envs[stream].step(a, r, done, end, real_at_start=real), stream=stream)
+        ok = allowed()
+        assert len(memory) == len(ok), f"len {len(memory)} != {len(ok)} sampleable after {n} adds"
+        assert memory.added == n
+        if n % 10 == 0 or n == len(steps):
+            bs = min(len(memory), 8)
+            assert_batch_matches("multi_stream", memory.sample(bs), lookup, ok, N * n, bs, stack, frame_shape)
+    ok, seen = allowed(), set()
+    for _ in range(60):
+        batch = memory.sample(min(len(memory), 32))
+        seen |= set(batch.ids.tolist())
+        assert seen <= ok
+    assert seen == ok, f"never sampled {sorted(ok - seen)}"
+
+
+def _uniform_fill(memory_factory, stream_of=lambda i: 0, n_streams=1, n=120):
+    """Fill with episodes of 7 steps (a life loss in each) and return the memory."""
+    refs = [Reference(4, (3, 3), "repeat") for _ in range(n_streams)]
+    envs = [StackingEnv(r) for r in refs]
+    for k, r in enumerate(refs):
+        r.frames_written = 10_000 * k
+    memory = memory_factory()
+    for i in range(n):
+        s = stream_of(i)
+        tr = envs[s].step(i % 4, 1.0, i % 7 in (3, 6), i % 7 == 6)
+        if n_streams > 1:
+            memory.add(*tr, stream=s)
+        else:
+            memory.add(*tr)
+    return memory
+
+
+UNIFORM = {
+    "naive": lambda: NaiveDequeMemory(40, (4, 3, 3), seed=1),
+    "stacked": lambda: StackedRingMemory(40, (4, 3, 3), seed=1),
+    "folded": lambda: FoldedRingMemory(40, (4, 3, 3), seed=1),
+    "frame_sharing": lambda: FrameSharingMemory(40, (4, 3, 3), seed=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNIFORM))
+def test_sampling_is_uniform_over_what_is_held(name):
+    memory = _uniform_fill(UNIFORM[name])
+    n = len(memory)
+    ids = np.concatenate([memory.sample(min(n, 32)).ids for _ in range(40_000 // min(n, 32))])
+    counts = np.unique(ids, return_counts=True)[1]
+    assert len(counts) == n
+    expected = ids.size / n  # ~1,000 draws each: +-25% is over 7 standard deviations
+    assert counts.min() > 0.75 * expected and counts.max() < 1.25 * expected, (counts.min(), counts.max(), expected)
+
+
+@pytest.mark.skipif(MultiStreamMemory is None, reason="no MultiStreamMemory")
+def test_multi_stream_draws_streams_in_proportion_to_what_they_hold():
+    # Stream 0 gets 6 of every 7 transitions: uniform over transitions means ~6/7 of draws from it.
+    memory = _uniform_fill(lambda: MultiStreamMemory(440, 2, (4, 3, 3), seed=3),
+                           stream_of=lambda i: int(i % 7 == 0), n_streams=2, n=200)
+    sizes = [len(s) for s in memory.streams]
+    assert sizes[0] > 3 * sizes[1] > 0
+    ids = np.concatenate([memory.sample(32).ids for _ in range(600)])
+    share0 = np.mean(ids % 2 == 0)
+    assert share0 == pytest.approx(sizes[0] / sum(sizes), abs=0.02)
+    counts = np.unique(ids, return_counts=True)[1]
+    assert len(counts) == len(memory)
+    expected = ids.size / len(memory)
+    assert counts.min() > 0.6 * expected and counts.max() < 1.4 * expected
