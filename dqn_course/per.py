@@ -40,10 +40,11 @@ class SumTree:
         self.capacity, self.block = capacity, block
         self.n_blocks = -(-capacity // block)
         self.leaves = np.zeros((self.n_blocks, block), np.float64)
-        self.prefix = np.zeros((self.n_blocks, block), np.float64)  # within-block prefix sums
+        self.block_sums = np.zeros(self.n_blocks, np.float64)
         self.block_prefix = np.zeros(self.n_blocks, np.float64)
         self.stride = 1.0
-        self.shifted = np.zeros(self.n_blocks * block, np.float64)  # prefix + b * stride, sorted
+        # Each block's prefix sums plus b * stride, end to end: one sorted array for all blocks.
+        self.shifted = np.zeros((self.n_blocks, block), np.float64)
 
     @property
     def total(self) -> float:
@@ -51,7 +52,7 @@ class SumTree:
 
     @property
     def nbytes(self) -> int:
-        return self.leaves.nbytes + self.prefix.nbytes + self.block_prefix.nbytes + self.shifted.nbytes
+        return self.leaves.nbytes + self.block_sums.nbytes + self.block_prefix.nbytes + self.shifted.nbytes
 
     def get(self, indices) -> np.ndarray:
         return self.leaves.reshape(-1)[np.asarray(indices)]
@@ -62,26 +63,28 @@ class SumTree:
         values = np.asarray(values, np.float64)
         if indices.size == 0:
             return
-        if (indices < 0).any() or (indices >= self.capacity).any():
+        if indices.min() < 0 or indices.max() >= self.capacity:
             raise IndexError(f"leaf indices must be in [0, {self.capacity})")
-        if (values < 0).any() or not np.isfinite(values).all():
+        if values.min() < 0 or not np.isfinite(values.sum()):
             raise ValueError("priorities must be finite and non-negative")
         self.leaves.reshape(-1)[indices] = values  # numpy assigns repeated indices in order: the last one stays
         blocks = np.unique(indices // self.block)
-        self.prefix[blocks] = np.cumsum(self.leaves[blocks], axis=1)
-        self.block_prefix = np.cumsum(self.prefix[:, -1])
-        if self.prefix[blocks, -1].max() >= self.stride:  # keep the shifted array sorted: widen, rebuild all
-            self.stride = 2.0 * float(self.prefix[:, -1].max())
+        rows = np.cumsum(self.leaves[blocks], axis=1)
+        self.block_sums[blocks] = rows[:, -1]
+        np.cumsum(self.block_sums, out=self.block_prefix)
+        if rows[:, -1].max() >= self.stride:  # a block outgrew the shift: widen it and rebuild every block
+            self.stride = 2.0 * float(self.block_sums.max())
             blocks = np.arange(self.n_blocks)
-        self.shifted.reshape(self.n_blocks, self.block)[blocks] = self.prefix[blocks] + blocks[:, None] * self.stride
+            rows = np.cumsum(self.leaves, axis=1)
+        self.shifted[blocks] = rows + blocks[:, None] * self.stride
 
     def find(self, mass) -> np.ndarray:
         """Leaves whose cumulative interval [before, before + priority) holds each mass, all at once."""
         mass = np.asarray(mass, np.float64)
         b = np.minimum(np.searchsorted(self.block_prefix, mass, side="right"), self.n_blocks - 1)
         rest = mass - np.where(b > 0, self.block_prefix[b - 1], 0.0)
-        rest = np.minimum(rest, np.nextafter(self.prefix[b, -1], 0))  # rounding must not spill into block b+1
-        return np.searchsorted(self.shifted, rest + b * self.stride, side="right")
+        rest = np.minimum(rest, np.nextafter(self.block_sums[b], 0))  # rounding must not spill into block b+1
+        return np.searchsorted(self.shifted.reshape(-1), rest + b * self.stride, side="right")
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
         """Stratified: one draw in each of ``batch_size`` equal slices of the total mass."""

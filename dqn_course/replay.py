@@ -18,8 +18,8 @@ The memories differ only in how they store the same transitions:
 class                      stores per transition                        bytes (84x84, 4-stack)
 =========================  ===========================================  ======================
 ``NaiveDequeMemory``       a Python list of arrays in a deque           28,224 or 56,448 + ~
-``StackedRingMemory``      s and s' stacks in preallocated arrays       56,448 + 10
-``FoldedRingMemory``       one 5-frame "folded" stack (s = 0..3,        35,280 + 10
+``StackedRingMemory``      s and s' stacks in preallocated arrays       56,448 + 14
+``FoldedRingMemory``       one 5-frame "folded" stack (s = 0..3,        35,280 + 14
                            s' = 1..4), as in seed 004
 ``FrameSharingMemory``     one 84x84 frame; stacks built by index       7,056 + 16
 =========================  ===========================================  ======================

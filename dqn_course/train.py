@@ -148,7 +148,7 @@ def train(cfg: Config) -> dict:
     ep_return, ep_length = np.zeros(n), np.zeros(n, int)
     losses: list[float] = []
     returns: list[float] = []
-    updates_owed, step, learn_start = 0.0, 0, None
+    step, learn_start = 0, None
     t0 = last_t = time.perf_counter()
     last_step = 0
     bar = tqdm(total=cfg.total_steps, disable=not cfg.progress, mininterval=1.0, desc="train")
@@ -179,15 +179,16 @@ def train(cfg: Config) -> dict:
         if step >= cfg.learning_starts:  # one update per train_every agent steps, summed over the envs
             if learn_start is None:
                 learn_start = (step, time.perf_counter())
-            updates_owed += n / cfg.train_every
-            while updates_owed >= 1:
+            # Updates due = multiples of train_every in [learning_starts, step]: with one env, exactly
+            # "update when step % train_every == 0"; with n envs, n / train_every per vector step.
+            due = step // cfg.train_every - (cfg.learning_starts - 1) // cfg.train_every
+            while len(losses) < due:
                 if cfg.per:
                     batch = memory.sample(cfg.batch_size, beta=beta_at(step, cfg.total_steps, cfg.per_beta0))
                     losses.append(agent.learn(batch))
                     memory.update_priorities(batch.indices, agent.last_td_errors)
                 else:
                     losses.append(agent.learn(memory.sample(cfg.batch_size)))
-                updates_owed -= 1
         if crossed(before, step, cfg.target_sync_every):
             agent.sync_target()
         if crossed(before, step, cfg.eval_every):

@@ -71,12 +71,15 @@ def test_factories_cover_every_memory_class():
     assert set(MEMORY_CLASSES.values()) <= {type(f()) for f in FACTORIES.values()}
 
 
-@pytest.fixture(params=sorted(FACTORIES))
+@pytest.fixture(params=[(name, n) for name in sorted(FACTORIES) for n in (9, 12)],
+                ids=lambda p: f"{p[0]}-{'between_episodes' if p[1] == 9 else 'mid_episode'}")
 def filled(request):
-    """A memory with 12 valid transitions (a life loss and an episode end among them) and its source."""
-    memory = FACTORIES[request.param]()
+    """A memory with valid transitions (a life loss and an episode end among them) and their source;
+    the next add either opens a new episode (after 9) or continues one (after 12)."""
+    name, n = request.param
+    memory = FACTORIES[name]()
     env = Episodes()
-    for i in range(12):
+    for i in range(n):
         memory.add(*env.step(done=i in (4, 8), episode_end=i == 8))
     return memory, env
 
@@ -255,6 +258,12 @@ GUARDED = {
     "stacked": (lambda cap: StackedRingMemory(cap, (4, 84, 84)), 2 * 4 * 84 * 84),
     "folded": (lambda cap: FoldedRingMemory(cap, (4, 84, 84)), 5 * 84 * 84),
 }
+try:
+    from dqn_course.replay import MultiStreamMemory
+
+    GUARDED["multi_stream"] = (lambda cap: MultiStreamMemory(cap, 2, (4, 84, 84)), 84 * 84)
+except ImportError:  # pragma: no cover - older package
+    pass
 
 
 @pytest.mark.parametrize("name", sorted(GUARDED))

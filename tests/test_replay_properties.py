@@ -7,9 +7,15 @@ reference frame stacker that behaves like gymnasium's ``FrameStackObservation`` 
 "reset"``: repeat the episode's first frame; or zeros for ``FrameSharingMemory(padding="zero")``).
 Every frame is unique (a counter is written into its pixels), so any mix-up of frames shows.
 
+Episodes open either with a padded first state or (as ale-py's ``AtariVectorEnv`` gives) with a
+stack already holding up to ``stack`` real frames.
+
 A reference list holds every transition ever added (index = id). After (and during) the adds, every
-sampled transition must equal the reference transition with the same id, bit for bit, and only
-transitions the memory can still hold may come back.
+sampled transition must equal the reference transition with the same id, bit for bit, only
+transitions the memory can still hold may come back, and over many draws every one of them does.
+``FrameSharingMemory`` is also checked white-box after every add (its ``valid`` flags mark exactly
+the transitions whose frames are all still in the ring), with its torch storage (``device="cpu"``),
+and as the per-env rings of ``MultiStreamMemory``.
 """
 from __future__ import annotations
 
