@@ -30,9 +30,9 @@ unit: setup
 notebooks: setup
 	DQN_COURSE_QUICK=1 $(PY) -m pytest --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-# The full Breakout run (Nature/CleanRL settings, 10M steps): meant for a GPU machine.
+# The full Breakout run (Nature/CleanRL learning settings, 10M steps, fast path): meant for a GPU machine.
 train: setup
-	$(PY) -m dqn_course.train --preset breakout
+	$(PY) -m dqn_course.train --preset breakout-fast
 
 train-quick: setup
 	$(PY) -m dqn_course.train --preset quick

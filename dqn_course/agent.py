@@ -18,9 +18,18 @@ from dqn_course.replay import Batch
 
 
 def batch_to_tensors(batch: Batch, device: torch.device) -> dict[str, torch.Tensor]:
-    """Move a sampled batch to the device; frames stay uint8 on the way (4x fewer bytes to copy)."""
+    """Move a sampled batch to the device; frames stay uint8 on the way (4x fewer bytes to copy).
+
+    Host arrays bound for a GPU go through pinned (page-locked) memory, so the copy is a DMA that
+    can overlap with the next Python work; tensors already on the device (device replay) stay put.
+    """
+    pin = device.type == "cuda"
+
     def t(x):
-        return torch.as_tensor(x).to(device, non_blocking=True)
+        x = torch.as_tensor(x)
+        if pin and x.device.type == "cpu":
+            x = x.pin_memory()
+        return x.to(device, non_blocking=True)
 
     return {"states": t(batch.states), "actions": t(batch.actions), "rewards": t(batch.rewards),
             "next_states": t(batch.next_states), "dones": t(batch.dones)}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from dqn_course.agent import DQNAgent
 from dqn_course.device import pick_device
