@@ -219,25 +219,19 @@ class _PreallocatedRing(ReplayMemory):
                        for n in names)
 
         what = f"{type(self).__name__}(capacity={self.capacity:,})"
-        on_device = tuple(device_arrays) if device is not None else ()
         self.device = None
-        if on_device:
-            import torch
+        host_names = list(arrays)
+        if device is not None and device_arrays:
+            import torch  # only memories that keep arrays on a device need torch
 
             self.device = torch.device(device)
-            if self.device.type == "cuda":
+            if self.device.type == "cuda":  # GPU arrays are checked against the GPU's free memory
                 free, _ = torch.cuda.mem_get_info(self.device)
-                check_fits(planned(on_device), what + f" on {self.device}", available=free)
-                on_host = [n for n in arrays if n not in on_device]
-            else:
-                on_host = list(arrays)
-        else:
-            on_host = list(arrays)
-        check_fits(planned(on_host), what)
+                check_fits(planned(device_arrays), what + f" on {self.device}", available=free)
+                host_names = [n for n in arrays if n not in device_arrays]
+        check_fits(planned(host_names), what)
         for name, (shape, dt) in arrays.items():
-            if name in on_device:
-                import torch
-
+            if self.device is not None and name in device_arrays:
                 arr = torch.zeros((self.capacity, *shape), dtype=getattr(torch, np.dtype(dt).name), device=self.device)
             else:
                 arr = np.zeros((self.capacity, *shape), dtype=dt)
