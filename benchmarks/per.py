@@ -12,34 +12,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 
 import numpy as np
 import torch
 
 from dqn_course import quick_mode
 from dqn_course.agent import DQNAgent
+from dqn_course.bench import calls_per_second
 from dqn_course.envs import random_frames
-from dqn_course.per import PerItemSumTree, PrioritizedMemory, SumTree
+from dqn_course.per import PrioritizedMemory
+from dqn_course.per_demo import filled_trees
 from dqn_course.replay import FrameSharingMemory
-
-
-def rate(fn, seconds: float) -> float:
-    """Calls of ``fn`` per second over at least ``seconds`` (after one warm-up call)."""
-    fn()
-    n, t0 = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - t0) < seconds:
-        fn()
-        n += 1
-    return n / elapsed
 
 
 def tree_rates(capacity: int, seconds: float, batch: int = 32) -> dict[str, float]:
     rng = np.random.default_rng(0)
-    priorities = rng.random(capacity) + 0.01
-    fast, slow = SumTree(capacity), PerItemSumTree(capacity)
-    fast.update(np.arange(capacity), priorities)
-    slow.update(range(capacity), priorities)
+    _, fast, slow = filled_trees(capacity)
 
     def cycle(tree):
         def step():
@@ -47,9 +35,9 @@ def tree_rates(capacity: int, seconds: float, batch: int = 32) -> dict[str, floa
             tree.update(leaves, rng.random(batch) + 0.01)
         return step
 
-    return {"uniform": rate(lambda: rng.integers(0, capacity, batch), seconds),
-            "per_item_tree": rate(cycle(slow), seconds),
-            "vectorised_tree": rate(cycle(fast), seconds)}
+    return {"uniform": calls_per_second(lambda: rng.integers(0, capacity, batch), seconds),
+            "per_item_tree": calls_per_second(cycle(slow), seconds),
+            "vectorised_tree": calls_per_second(cycle(fast), seconds)}
 
 
 def learner_step_ms(transitions: int, seconds: float) -> dict[str, float]:
@@ -72,8 +60,8 @@ def learner_step_ms(transitions: int, seconds: float) -> dict[str, float]:
     # Alternate short rounds so both see the same machine load.
     u, p = [], []
     for _ in range(3):
-        u.append(rate(uniform_step, seconds / 3))
-        p.append(rate(per_step, seconds / 3))
+        u.append(calls_per_second(uniform_step, seconds / 3, rounds=1))
+        p.append(calls_per_second(per_step, seconds / 3, rounds=1))
     return {"uniform": 1000 / np.mean(u), "prioritized": 1000 / np.mean(p)}
 
 

@@ -12,6 +12,8 @@
 - ``agent``      acting and learning, batched and per-sample targets (06)
 - ``train``      the training loop and its CLI (07)
 - ``playback``   watching a checkpoint play, replay RAM at 1M (07)
+- ``per``        prioritized replay: sum trees, IS weights, PrioritizedMemory (08)
+- ``per_demo``   notebook 08's CartPole comparison and filled trees (08)
 - ``checks``     one-call self-checks for the exercises (all)
 """
 import os

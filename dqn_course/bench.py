@@ -132,6 +132,19 @@ def sampling_rates(memory, batch_size: int = 32, min_seconds: float = 1.0, round
     return {"batches_per_s": wall, "batches_per_cpu_s": cpu, "minor_faults_per_batch": faults / batches}
 
 
+def calls_per_second(fn, seconds: float, rounds: int = 3) -> float:
+    """Best of ``rounds`` rounds of calling ``fn`` for ``seconds / rounds`` each (after one warm-up call)."""
+    fn()
+    best = 0.0
+    for _ in range(rounds):
+        n, t0 = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - t0) < seconds / rounds:
+            fn()
+            n += 1
+        best = max(best, n / elapsed)
+    return best
+
+
 def batches_per_second(memory, batch_size: int = 32, min_seconds: float = 1.0, rounds: int = 3) -> float:
     """Sampling rate of ``memory`` in batches per wall-clock second (see ``sampling_rates``)."""
     return sampling_rates(memory, batch_size, min_seconds, rounds)["batches_per_s"]

@@ -502,3 +502,49 @@ def check_updates_in_run(answer) -> bool | None:
     hint = next((h for value, h in hints if abs(answer - value) <= 4),
                 "updates = (total_steps - learning_starts) / train_every")
     raise AssertionError(f"{answer:,} is not it: {hint}.")
+
+
+# --- notebook 08: can PER be cheap? ----------------------------------------------------------------------------
+
+IS_PROBABILITIES = (0.4, 0.3, 0.2, 0.1)  # P(i) of the four sampled transitions in notebook 08's exercise
+IS_N, IS_BETA = 1_000, 0.5
+
+
+def check_is_weights(answer) -> bool | None:
+    """Notebook 08: importance-sampling weights of transitions drawn with P = (0.4, 0.3, 0.2, 0.1), N = 1,000, β = 0.5.
+
+    w_i = (N · P(i)) ** -β, divided by the largest w in the batch: (0.5, 0.577, 0.707, 1.0).
+    """
+    if answer is None:
+        return _not_answered_yet("set `weights` to the four importance-sampling weights")
+    import numpy as np
+
+    from dqn_course.per import importance_weights
+
+    try:
+        got = np.asarray(answer, np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise AssertionError(f"weights should be four numbers (a list or an array), got {answer!r}") from None
+    p = np.array(IS_PROBABILITIES)
+    assert got.size == p.size, f"weights should hold one number per sampled transition ({p.size}), got {got.size}"
+    expected = importance_weights(p, IS_N, IS_BETA).astype(np.float64)
+
+    def close(value) -> bool:
+        return bool(np.allclose(got, value, rtol=1e-3, atol=1e-4))
+
+    if close(expected):
+        return _passed("w = (N·P)^-β / max w: the rarest transition gets weight 1 and the most frequent the "
+                       "smallest; N cancels once you divide by the largest weight")
+    raw = (IS_N * p) ** -IS_BETA
+    hints = [
+        (raw, "divide by the batch's largest weight, so that every w is at most 1"),
+        ((IS_N * p) ** IS_BETA / ((IS_N * p) ** IS_BETA).max(), "the exponent is -β: frequent transitions must get "
+                                                                 "smaller weights, not larger"),
+        (raw / raw.sum(), "normalise by the largest weight, not by the sum"),
+        ((IS_N * p) ** -1.0 / ((IS_N * p) ** -1.0).max(), "use β = 0.5, not β = 1 (β is annealed towards 1 "
+                                                           "over the run)"),
+        (p ** -IS_BETA, "divide by the largest weight, so that every w is at most 1"),
+        (1 / (IS_N * p), "w = (N·P(i)) ** -β with β = 0.5, then divide by the largest weight"),
+    ]
+    hint = next((h for value, h in hints if close(value)), "w_i = (N · P(i)) ** -β, then divide by max_j w_j")
+    raise AssertionError(f"weights {np.round(got, 4).tolist()} are not it: {hint}.")

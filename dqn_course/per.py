@@ -44,7 +44,8 @@ class SumTree:
         self.block_prefix = np.zeros(self.n_blocks, np.float64)
         self.stride = 1.0
         # Each block's prefix sums plus b * stride, end to end: one sorted array for all blocks.
-        self.shifted = np.zeros((self.n_blocks, block), np.float64)
+        # Empty blocks must sit at b * stride too, or the array is unsorted until every block is written.
+        self.shifted = np.repeat(np.arange(self.n_blocks, dtype=np.float64)[:, None] * self.stride, block, axis=1)
 
     @property
     def total(self) -> float:
@@ -84,7 +85,14 @@ class SumTree:
         b = np.minimum(np.searchsorted(self.block_prefix, mass, side="right"), self.n_blocks - 1)
         rest = mass - np.where(b > 0, self.block_prefix[b - 1], 0.0)
         rest = np.minimum(rest, np.nextafter(self.block_sums[b], 0))  # rounding must not spill into block b+1
-        return np.searchsorted(self.shifted.reshape(-1), rest + b * self.stride, side="right")
+        leaf = np.searchsorted(self.shifted.reshape(-1), rest + b * self.stride, side="right")
+        flat = self.leaves.reshape(-1)
+        bad = (leaf // self.block != b) | (flat[np.minimum(leaf, flat.size - 1)] <= 0)
+        if bad.any():  # rounding at the edges (a priority far below the stride, mass == total): exact, rare
+            live = np.flatnonzero(flat > 0)
+            cumulative = np.cumsum(flat[live])
+            leaf[bad] = live[np.minimum(np.searchsorted(cumulative, mass[bad], side="right"), live.size - 1)]
+        return leaf
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
         """Stratified: one draw in each of ``batch_size`` equal slices of the total mass."""

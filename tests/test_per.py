@@ -157,3 +157,15 @@ def test_training_with_per_runs_end_to_end(tmp_path):
     summary = train(cfg)
     assert summary["updates"] == (600 - 300) // 4 + 1
     assert (tmp_path / "checkpoint.pt").exists()
+
+
+@pytest.mark.parametrize("cap,block", [(2, 1), (1_000, 16), (1_000, 256)])
+def test_partly_filled_tree_never_returns_an_empty_or_out_of_range_leaf(cap, block):
+    """Regression: untouched blocks must keep the shifted prefix array sorted."""
+    tree = SumTree(cap, block=block)
+    tree.update([0], [0.5])
+    drawn = tree.sample(64, np.random.default_rng(0))
+    assert (drawn == 0).all()
+    tree.update([cap // 2], [1.5])
+    drawn = tree.sample(256, np.random.default_rng(1))
+    assert set(drawn.tolist()) <= {0, cap // 2} and (drawn == cap // 2).mean() > 0.6

@@ -1,0 +1,142 @@
+"""Notebook 08's helpers: trees filled alike and a small PER-vs-uniform run on CartPole.
+
+The learning comparison needs vector observations, which the frame-sharing memories do not take, so
+``VectorReplay`` is a plain numpy ring for (obs, action, reward, next_obs, done) with the course's
+``SumTree`` and ``importance_weights`` on top (nothing of the tree is re-implemented here).
+``run_cartpole`` trains a tiny MLP Q-network with it, uniform or prioritized, and returns the
+episode returns: a demonstration that PER plugs into a learner, not a benchmark of PER.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from dqn_course.per import PerItemSumTree, SumTree, beta_at, importance_weights
+
+
+def filled_trees(capacity: int, seed: int = 0) -> tuple[np.ndarray, SumTree, PerItemSumTree]:
+    """Random priorities and both trees holding them.
+
+    The per-item tree is built bottom-up with numpy (its ``update`` would walk 1M leaves in Python);
+    its node layout is the one ``PerItemSumTree`` uses: node n has children 2n and 2n+1, leaf i is node
+    ``size + i``.
+    """
+    priorities = np.random.default_rng(seed).random(capacity) + 0.01
+    fast = SumTree(capacity)
+    fast.update(np.arange(capacity), priorities)
+    slow = PerItemSumTree(capacity)
+    nodes = np.zeros(2 * slow.size)
+    nodes[slow.size:slow.size + capacity] = priorities
+    level = slow.size
+    while level > 1:
+        nodes[level // 2:level] = nodes[level:2 * level:2] + nodes[level + 1:2 * level:2]
+        level //= 2
+    slow.tree = nodes.tolist()
+    return priorities, fast, slow
+
+
+class VectorReplay:
+    """A numpy ring of vector transitions, sampled uniformly or in proportion to |TD error| ** alpha."""
+
+    def __init__(self, capacity: int, obs_dim: int, prioritized: bool, alpha: float = 0.6, eps: float = 1e-6,
+                 seed: int = 0):
+        self.capacity, self.prioritized, self.alpha, self.eps = capacity, prioritized, alpha, eps
+        self.obs = np.zeros((capacity, obs_dim), np.float32)
+        self.next_obs = np.zeros((capacity, obs_dim), np.float32)
+        self.actions = np.zeros(capacity, np.int64)
+        self.rewards = np.zeros(capacity, np.float32)
+        self.dones = np.zeros(capacity, np.float32)
+        self.head = self.size = 0
+        self.tree = SumTree(capacity) if prioritized else None
+        self.max_priority = 1.0
+        self.rng = np.random.default_rng(seed)
+
+    def add(self, obs, action, reward, next_obs, done) -> None:
+        k = self.head
+        self.obs[k], self.actions[k], self.rewards[k], self.next_obs[k], self.dones[k] = obs, action, reward, next_obs, done
+        if self.tree is not None:  # new transitions enter at the largest priority so far
+            self.tree.update([k], [self.max_priority ** self.alpha])
+        self.head = (k + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+
+    def sample(self, batch_size: int, beta: float):
+        """(obs, actions, rewards, next_obs, dones, weights or None, indices)."""
+        if self.tree is None:
+            idx, weights = self.rng.integers(0, self.size, batch_size), None
+        else:
+            idx = self.tree.sample(batch_size, self.rng)
+            weights = importance_weights(self.tree.get(idx) / self.tree.total, self.size, beta)
+        return self.obs[idx], self.actions[idx], self.rewards[idx], self.next_obs[idx], self.dones[idx], weights, idx
+
+    def update_priorities(self, indices, td_errors) -> None:
+        priorities = np.abs(np.asarray(td_errors, np.float64)) + self.eps
+        self.max_priority = max(self.max_priority, float(priorities.max()))
+        self.tree.update(indices, priorities ** self.alpha)
+
+
+def run_cartpole(prioritized: bool, steps: int, seed: int = 0, *, capacity: int = 10_000, batch_size: int = 64,
+                 lr: float = 1e-3, gamma: float = 0.99, learning_starts: int = 500, target_every: int = 250,
+                 explore_steps: int | None = None, alpha: float = 0.6, beta0: float = 0.4, hidden: int = 64) -> dict:
+    """DQN with a 4-64-64-2 MLP on CartPole-v1 for ``steps`` agent steps, one update per step.
+
+    Returns ``{"returns", "ends" (agent step at which each episode ended), "seconds"}``. Runs on one
+    CPU thread (a network this small gains nothing from more) and restores the thread count after.
+    """
+    import gymnasium as gym
+    import torch
+    import torch.nn.functional as F
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(seed)
+        rng = np.random.default_rng(seed)
+        env = gym.make("CartPole-v1")
+        q = torch.nn.Sequential(torch.nn.Linear(4, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden),
+                                torch.nn.ReLU(), torch.nn.Linear(hidden, 2))
+        target = torch.nn.Sequential(*[type(m)(m.in_features, m.out_features) if isinstance(m, torch.nn.Linear)
+                                       else torch.nn.ReLU() for m in q])
+        target.load_state_dict(q.state_dict())
+        opt = torch.optim.Adam(q.parameters(), lr=lr)
+        memory = VectorReplay(capacity, 4, prioritized, alpha=alpha, seed=seed)
+        explore_steps = explore_steps or max(1, steps // 3)
+        returns, ends, ret = [], [], 0.0
+        obs, _ = env.reset(seed=seed)
+        t0 = time.perf_counter()
+        for step in range(steps):
+            eps = max(0.05, 1.0 - 0.95 * step / explore_steps)
+            if rng.random() < eps:
+                action = int(rng.integers(2))
+            else:
+                with torch.no_grad():
+                    action = int(q(torch.as_tensor(obs)).argmax())
+            next_obs, reward, terminated, truncated, _ = env.step(action)
+            memory.add(obs, action, reward, next_obs, terminated)  # a time limit is no terminal state
+            ret += reward
+            obs = next_obs
+            if terminated or truncated:
+                returns.append(ret)
+                ends.append(step + 1)
+                ret = 0.0
+                obs, _ = env.reset()
+            if step >= learning_starts:
+                s, a, r, s2, d, w, idx = memory.sample(batch_size, beta_at(step, steps, beta0))
+                s, a, r, s2, d = map(torch.as_tensor, (s, a, r, s2, d))
+                with torch.no_grad():
+                    y = r + gamma * (1.0 - d) * target(s2).max(1).values
+                pred = q(s).gather(1, a.unsqueeze(1)).squeeze(1)
+                if w is None:
+                    loss = F.smooth_l1_loss(pred, y)
+                else:
+                    loss = (torch.as_tensor(w) * F.smooth_l1_loss(pred, y, reduction="none")).mean()
+                    memory.update_priorities(idx, (y - pred).detach().abs().numpy())
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if step % target_every == 0:
+                    target.load_state_dict(q.state_dict())
+        env.close()
+        return {"returns": np.array(returns), "ends": np.array(ends), "seconds": time.perf_counter() - t0}
+    finally:
+        torch.set_num_threads(threads)

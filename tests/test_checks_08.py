@@ -1,0 +1,91 @@
+"""Notebook 08: its self-check (right passes, wrong raises with a hint, None only prints) and dqn_course.per_demo."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dqn_course import checks
+from dqn_course.per import importance_weights
+from dqn_course.bench import calls_per_second
+from dqn_course.per_demo import VectorReplay, filled_trees, run_cartpole
+
+P = np.array(checks.IS_PROBABILITIES)
+N, BETA = checks.IS_N, checks.IS_BETA
+RIGHT = (N * P) ** -BETA / ((N * P) ** -BETA).max()
+
+# -- the exercise: importance-sampling weights ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("answer", [RIGHT, RIGHT.tolist(), [0.5, 0.5774, 0.7071, 1.0],
+                                    importance_weights(P, N, BETA), importance_weights(P, 10 * N, BETA)])
+def test_is_weights_right(answer, capsys):
+    assert checks.check_is_weights(answer) is True
+    assert capsys.readouterr().out.startswith("✓")
+
+
+@pytest.mark.parametrize("answer, hint", [
+    ((N * P) ** -BETA, "largest weight"),
+    ((N * P) ** BETA / ((N * P) ** BETA).max(), "exponent is -β"),
+    ((N * P) ** -BETA / ((N * P) ** -BETA).sum(), "not by the sum"),
+    (P.min() / P, "β = 0.5, not β = 1"),
+    ([1, 2, 3, 4], "w_i = "),
+    ([0.5, 0.6, 0.7], "one number per sampled transition"),
+    ("weights", "four numbers"),
+])
+def test_is_weights_wrong(answer, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_is_weights(answer)
+
+
+def test_is_weights_unanswered(capsys):
+    assert checks.check_is_weights(None) is None
+    assert "Not answered yet" in capsys.readouterr().out
+
+
+# -- per_demo ----------------------------------------------------------------------------------------------
+
+
+def test_filled_trees_agree():
+    priorities, fast, slow = filled_trees(1_000, seed=3)
+    assert np.isclose(fast.total, priorities.sum()) and np.isclose(slow.total, priorities.sum())
+    masses = np.random.default_rng(0).random(500) * fast.total
+    assert [slow.find_one(m) for m in masses] == fast.find(masses).tolist()
+    slow.update([5], [0.0])  # the bottom-up build left a tree its own update keeps consistent
+    assert np.isclose(slow.total, priorities.sum() - priorities[5])
+
+
+def test_calls_per_second_counts_calls():
+    calls = []
+    r = calls_per_second(lambda: calls.append(1), 0.03, rounds=3)
+    assert r > 0 and len(calls) > 3
+
+
+def test_vector_replay_uniform_and_prioritized():
+    for prioritized in (False, True):
+        mem = VectorReplay(8, 2, prioritized, seed=0)
+        for i in range(12):  # wraps: slots hold transitions 4..11
+            mem.add([i, i], i % 2, 1.0, [i + 1, i + 1], False)
+        obs, actions, rewards, next_obs, dones, weights, idx = mem.sample(16, beta=0.5)
+        assert obs.shape == (16, 2) and set(obs[:, 0]) <= set(range(4, 12))
+        np.testing.assert_array_equal(next_obs[:, 0], obs[:, 0] + 1)
+        if prioritized:
+            assert weights.shape == (16,) and weights.max() == pytest.approx(1.0)
+            mem.update_priorities(np.arange(8), np.r_[np.zeros(7), 100.0])
+            assert mem.max_priority >= 100
+            _, _, _, _, _, _, idx = mem.sample(64, beta=0.5)
+            assert np.mean(idx == 7) > 0.8  # one priority far above the rest dominates the draws
+        else:
+            assert weights is None
+
+
+def test_run_cartpole_short_and_reproducible():
+    import torch
+
+    threads = torch.get_num_threads()
+    a = run_cartpole(True, 700, seed=1, learning_starts=200)
+    b = run_cartpole(True, 700, seed=1, learning_starts=200)
+    assert len(a["returns"]) > 0 and len(a["returns"]) == len(a["ends"])
+    np.testing.assert_array_equal(a["returns"], b["returns"])
+    assert torch.get_num_threads() == threads
+    u = run_cartpole(False, 400, seed=1, learning_starts=200)
+    assert u["ends"][-1] <= 400
