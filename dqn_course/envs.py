@@ -20,7 +20,6 @@ Two choices the course makes on purpose:
 from __future__ import annotations
 
 import gymnasium as gym
-import numpy as np
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, RecordEpisodeStatistics
 
 ENV_ID = "ALE/Breakout-v5"

@@ -56,13 +56,15 @@ def max_pool_downsample(prev_rgb: np.ndarray, last_rgb: np.ndarray, size: int = 
     return cv2.resize(pooled, (size, size), interpolation=cv2.INTER_AREA)
 
 
-def blog_preprocess(rgb: np.ndarray) -> np.ndarray:
+def blog_preprocess(rgb: np.ndarray, cast: bool = True) -> np.ndarray:
     """Seed 000's recipe: unweighted channel mean, cast to uint8, every second row and column.
 
     Returns a *view* (105, 80) of the full (210, 160) gray array: ``nbytes`` counts the view's 8,400
-    bytes, but the 33,600-byte array behind it stays alive as long as the view does.
+    bytes, but the 33,600-byte array behind it stays alive as long as the view does. ``np.mean``
+    returns float64 whatever the input; ``cast=False`` skips the cast (the trap: 8 bytes a pixel).
     """
-    return np.mean(rgb, axis=2).astype(np.uint8)[::2, ::2]
+    gray = np.mean(rgb, axis=2)
+    return (gray.astype(np.uint8) if cast else gray)[::2, ::2]
 
 
 def raw_frames(n: int, seed: int = 0, every: int = 1) -> np.ndarray:

@@ -45,7 +45,6 @@ import argparse
 import gc
 import json
 import random
-import sys
 import time
 import tracemalloc
 
@@ -53,8 +52,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from dqn_course.frames import blog_preprocess
 from dqn_course.profiling import rss_bytes
-from dqn_course.replay import NaiveDequeMemory
+from dqn_course.replay import NaiveDequeMemory, held_bytes, root_buffer
 
 RAW_FRAME_SHAPE = (210, 160, 3)
 BLOG_FRAME_SHAPE = (105, 80, 1)
@@ -68,65 +68,12 @@ __all__ = [
 
 # -- preprocessing ----------------------------------------------------------------------------------
 def preprocess(frame: np.ndarray, cast: bool = True) -> np.ndarray:
-    """The blog's preprocessing: 210x160x3 RGB -> 105x80x1.
+    """The blog's preprocessing (``frames.blog_preprocess``) with its trailing channel axis: 105x80x1.
 
-    ``np.mean`` over the colour axis returns float64 (8 bytes a pixel, whatever the input dtype);
-    the blog casts that to uint8 (``cast=False`` keeps the float64 trap: 8x the bytes). The cast
-    happens *before* the ``[::2, ::2]`` slice, so the result is a view of the whole 210x160 image,
-    which stays alive as long as the state does (see ``root_buffer``).
+    The result is a view of the whole 210x160 gray image, which stays alive as long as the state
+    does (see ``root_buffer``); ``cast=False`` keeps the float64 trap (8x the bytes).
     """
-    gray = np.mean(frame, axis=2)
-    if cast:
-        gray = gray.astype(np.uint8)
-    small = gray[::2, ::2]
-    return np.reshape(small, list(small.shape) + [1])
-
-
-def root_buffer(arr: np.ndarray):
-    """The object that really owns ``arr``'s bytes: follow ``.base`` until it ends.
-
-    For an array that owns its data that is the array itself; for a view, the array (or foreign
-    buffer, such as the ALE's screen) it was sliced from. Its size is what keeping ``arr`` costs.
-    """
-    b = arr
-    while isinstance(b, np.ndarray) and b.base is not None:
-        b = b.base
-    return b
-
-
-def _buffer_nbytes(b) -> int:
-    return int(getattr(b, "nbytes", 0))
-
-
-def held_bytes(rows) -> int:
-    """Bytes a collection of ``[state, action, reward, new_state, done, ...]`` rows keeps alive.
-
-    Unlike ``NaiveDequeMemory.nbytes`` (``sys.getsizeof`` of each array, which counts a view's
-    header but not the buffer behind it), this follows every state to its root buffer and counts
-    each buffer once, plus the array headers, the row lists and their scalars (small ints, True and
-    False are shared by all of Python but counted anyway: a few dozen bytes per row too many).
-    """
-    seen: set[int] = set()
-    total = 0
-    for row in rows:
-        total += sys.getsizeof(row)
-        for i, x in enumerate(row):
-            if i in (0, 3):
-                continue
-            total += sys.getsizeof(x)
-        for arr in (row[0], row[3]):
-            b = arr
-            while isinstance(b, np.ndarray):  # headers along the view chain
-                if id(b) in seen:
-                    break
-                seen.add(id(b))
-                total += sys.getsizeof(b)  # header, plus data when b owns it
-                b = b.base
-            else:
-                if b is not None and id(b) not in seen:  # a foreign buffer (memoryview, ...)
-                    seen.add(id(b))
-                    total += sys.getsizeof(b) + _buffer_nbytes(b)
-    return total
+    return blog_preprocess(frame, cast)[..., None]
 
 
 # -- the network ------------------------------------------------------------------------------------
@@ -250,8 +197,8 @@ def run(steps: int = 2000, *, frames: str = "blog", copy_states: bool = False, l
     A lost life gives reward -1; ``done`` is the game's end, as in the blog.
 
     Returns a dict of plain lists and numbers (picklable, JSON-able): ``step``, ``rss``,
-    ``traced``, ``seconds``, the replay count and time, the memory's length, its ``nbytes`` (what
-    ``NaiveDequeMemory`` thinks it holds), ``held`` (what it keeps alive, see ``held_bytes``) and
+    ``traced``, ``seconds``, the replay count and time, the memory's length, its ``nbytes`` and ``held``
+    (what its rows keep alive, without the deque itself; see ``replay.held_bytes``) and
     ``started_unix`` (``time.time()`` when the loop started; ``seconds`` count from there).
     """
     from dqn_course.envs import make_raw_breakout

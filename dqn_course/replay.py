@@ -46,6 +46,8 @@ __all__ = [
     "FoldedRingMemory",
     "FrameSharingMemory",
     "MEMORY_CLASSES",
+    "held_bytes",
+    "root_buffer",
 ]
 
 
@@ -138,6 +140,45 @@ class ReplayMemory:
         raise NotImplementedError
 
 
+def root_buffer(arr: np.ndarray):
+    """The object that really owns ``arr``'s bytes: follow ``.base`` until it ends.
+
+    For an array that owns its data that is the array itself; for a view, the array (or foreign
+    buffer, such as the ALE's screen) it was sliced from. Its size is what keeping ``arr`` costs.
+    """
+    b = arr
+    while isinstance(b, np.ndarray) and b.base is not None:
+        b = b.base
+    return b
+
+
+def held_bytes(rows) -> int:
+    """Bytes that ``[state, action, reward, next_state, done, ...]`` rows keep alive.
+
+    A view (``frame[::2, ::2]``, or an observation the emulator hands out) keeps its whole base
+    buffer alive, so every state is followed to its root buffer and each buffer is counted once,
+    plus the array headers, the row lists and their scalars (small ints, True and False are shared
+    by all of Python but counted anyway: a few dozen bytes per row too many).
+    """
+    seen: set[int] = set()
+    total = 0
+    for row in rows:
+        total += sys.getsizeof(row) + sum(sys.getsizeof(x) for i, x in enumerate(row) if i not in (0, 3))
+        for arr in (row[0], row[3]):
+            b = arr
+            while isinstance(b, np.ndarray):  # headers along the view chain
+                if id(b) in seen:
+                    break
+                seen.add(id(b))
+                total += sys.getsizeof(b)  # header, plus data when b owns it
+                b = b.base
+            else:
+                if b is not None and id(b) not in seen:  # a foreign buffer (memoryview, bytes, ...)
+                    seen.add(id(b))
+                    total += sys.getsizeof(b) + int(getattr(b, "nbytes", 0))
+    return total
+
+
 class NaiveDequeMemory(ReplayMemory):
     """The blog-post memory: ``deque(maxlen=N)`` of ``[state, action, reward, next_state, done]``.
 
@@ -177,27 +218,8 @@ class NaiveDequeMemory(ReplayMemory):
 
     @property
     def nbytes(self) -> int:
-        """Bytes held: each array's header, each buffer it keeps alive once, and the Python containers.
-
-        A view (``frame[::2, ::2]``, or an observation the emulator hands out) keeps its whole base
-        buffer alive, so the base is what counts, not the view's own ``nbytes``.
-        """
-        seen: set[int] = set()
-        total = sys.getsizeof(self.memory)
-        for row in self.memory:
-            total += sys.getsizeof(row) + sys.getsizeof(row[1]) + sys.getsizeof(row[2]) + sys.getsizeof(row[5])
-            for arr in (row[0], row[3]):
-                if id(arr) in seen:
-                    continue
-                seen.add(id(arr))
-                total += sys.getsizeof(arr)  # header, plus the data when the array owns it
-                owner = arr.base
-                while isinstance(owner, np.ndarray) and owner.base is not None:
-                    owner = owner.base
-                if owner is not None and id(owner) not in seen:
-                    seen.add(id(owner))
-                    total += owner.nbytes if isinstance(owner, (np.ndarray, memoryview)) else sys.getsizeof(owner)
-        return total
+        """Bytes held: the deque, and what its rows keep alive (``held_bytes``: views count their base)."""
+        return sys.getsizeof(self.memory) + held_bytes(self.memory)
 
 
 class _PreallocatedRing(ReplayMemory):
