@@ -5,7 +5,12 @@
     python -m dqn_course.train --preset breakout-fast  # same learning problem: 8 C++ envs, replay on the GPU
 
 Any field of ``Config`` can be overridden: ``--total-steps 200000 --double true``.
-Writes ``log.csv`` (one row per finished game), ``eval.csv`` and ``checkpoint.pt`` into ``out_dir``.
+Writes ``log.csv`` (one row per finished game), ``eval.csv``, ``checkpoint.pt`` (the agent alone: for
+playing) and ``state-<step>.ckpt`` (the whole training state: for resuming) into ``out_dir``.
+
+    python -m dqn_course.train --preset quick --resume runs/quick        # carry on after a crash or kill -9
+    python -m dqn_course.train --preset quick --max-rss-gb 4             # checkpoint and stop before 4 GB
+    python -m dqn_course.train --preset quick --replay-storage lz4       # compressed replay frames
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import csv
 import dataclasses
 import os
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,11 +28,14 @@ import torch
 from tqdm import tqdm
 
 from dqn_course.agent import DQNAgent
+from dqn_course.checkpoint import (CheckpointError, checkpoint_path, latest_checkpoint, prune_checkpoints,
+                                   restore_training_state, training_state, write_checkpoint)
 from dqn_course.device import pick_device
 from dqn_course.envs import make_breakout, make_vector_envs
 from dqn_course.per import PrioritizedMemory, beta_at
 from dqn_course.profiling import rss_bytes
 from dqn_course.replay import MultiStreamMemory
+from dqn_course.watchdog import MemoryWatchdog
 
 
 @dataclass
@@ -50,7 +59,13 @@ class Config:
     eval_episodes: int = 10
     eval_epsilon: float = 0.05
     eval_max_steps: int = 27_000  # agent steps per evaluation game (the ALE's 108k-frame limit)
-    checkpoint_every: int = 100_000
+    checkpoint_every: int = 100_000  # agent steps between checkpoints (agent export + full training state)
+    keep_checkpoints: int = 2  # full training states kept; older ones are deleted once a newer one is written
+    resume: str = ""  # a state-*.ckpt file, or a run folder to resume from its newest good checkpoint
+    max_rss_gb: float = 0.0  # memory watchdog: checkpoint and stop when this process's RSS reaches it (0 = off)
+    min_available_gb: float = 0.0  # ... or when the machine's available RAM falls to it (0 = off)
+    replay_storage: str = "ram"  # replay frames: "ram", "lz4" / "zstd" (compressed in RAM) or "disk" (memmap)
+    replay_path: str = ""  # folder for replay_storage="disk" ("" = <out_dir>/replay)
     seed: int = 1
     device: str = ""  # "" picks CUDA when available
     num_envs: int = 1  # agent steps are counted across all envs; updates stay one per train_every of them
@@ -95,19 +110,42 @@ def evaluate(agent: DQNAgent, cfg: Config, episodes: int) -> list[float]:
 
 
 def save_checkpoint(path: Path, agent: DQNAgent, cfg: Config, step: int) -> None:
-    """Write to a temporary file, then rename: a crash mid-write never leaves a half checkpoint."""
+    """The agent alone, for playing: written to a temporary file, then renamed, so it is never half written."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     torch.save({"agent": agent.state_dict(), "config": dataclasses.asdict(cfg), "step": step}, tmp)
     os.replace(tmp, path)
 
 
-class CsvLog:
-    """Append rows to a CSV file, flushing each so a killed run keeps its log."""
+# Fields that fix the shape of the saved state: a resume must keep them (the rest, e.g. total_steps, may change).
+RESUME_FIXED = ("buffer_size", "num_envs", "env_backend", "per", "replay_storage", "batch_size", "lr")
 
-    def __init__(self, path: Path, fields: list[str]):
+
+def save_training_state(out: Path, agent: DQNAgent, memory, cfg: Config, counters: dict) -> Path:
+    """The whole training state as ``state-<step>.ckpt`` (see ``dqn_course.checkpoint``); keeps the newest few."""
+    arrays, meta = training_state(agent, memory, counters, dataclasses.asdict(cfg))
+    path = checkpoint_path(out, counters["step"])
+    write_checkpoint(path, arrays, meta)
+    prune_checkpoints(out, cfg.keep_checkpoints)
+    return path
+
+
+class CsvLog:
+    """Append rows to a CSV file, flushing each so a killed run keeps its log.
+
+    ``resume_step``: keep the rows of an earlier run up to that step (what the checkpoint covers)
+    and append after them, so the log of a resumed run reads as one run.
+    """
+
+    def __init__(self, path: Path, fields: list[str], resume_step: int | None = None):
+        kept = []
+        if resume_step is not None and path.is_file():
+            with open(path, newline="") as f:
+                kept = [r for r in csv.DictReader(f) if int(r["step"]) <= resume_step]
         self.file = open(path, "w", newline="")
         self.writer = csv.DictWriter(self.file, fields)
         self.writer.writeheader()
+        self.writer.writerows(kept)
+        self.file.flush()
 
     def write(self, **row) -> None:
         self.writer.writerow(row)
@@ -122,36 +160,67 @@ def crossed(before: int, now: int, every: int) -> bool:
     return now // every > before // every
 
 
+def replay_storage_args(cfg: Config) -> dict:
+    """Where the replay frames live: ``storage`` for the memory, and a folder when that is the disk."""
+    if cfg.replay_storage == "ram":
+        return {}
+    if cfg.replay_storage == "disk":
+        return {"storage": "disk", "path": cfg.replay_path or str(Path(cfg.out_dir) / "replay")}
+    return {"storage": cfg.replay_storage}
+
+
+def load_resume(cfg: Config) -> tuple[dict[str, np.ndarray], dict, Path] | tuple[None, None, None]:
+    """The checkpoint ``cfg.resume`` names (file or folder), checked against ``cfg``; (None, None, None) if none."""
+    if not cfg.resume:
+        return None, None, None
+    arrays, meta, path = latest_checkpoint(cfg.resume)
+    saved = meta["config"]
+    changed = [f"{k}: saved {saved[k]!r}, now {getattr(cfg, k)!r}" for k in RESUME_FIXED if saved[k] != getattr(cfg, k)]
+    if changed:
+        raise CheckpointError(f"cannot resume from {path} with a different " + "; ".join(changed))
+    return arrays, meta, path
+
+
 def train(cfg: Config) -> dict:
-    """Run DQN with ``cfg``; returns a summary (steps/s, last returns, replay size, files written)."""
+    """Run DQN with ``cfg``; returns a summary (steps/s, last returns, replay size, files written, why it stopped)."""
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     device = pick_device(cfg.device or None)
     np.random.seed(cfg.seed)
+    resume_arrays, resume_meta, resume_path = load_resume(cfg)  # before allocating: a bad file fails fast
 
     n = cfg.num_envs
     envs = make_vector_envs(n, seed=cfg.seed, backend=cfg.env_backend)
     obs_shape = envs.single_observation_space.shape
     memory = MultiStreamMemory(cfg.buffer_size, n, obs_shape, seed=cfg.seed, prefault=cfg.prefault,
-                               device=device if cfg.replay_on_device else None)
+                               device=device if cfg.replay_on_device else None, **replay_storage_args(cfg))
     if cfg.per:
         memory = PrioritizedMemory(memory, alpha=cfg.per_alpha, seed=cfg.seed)
     agent = DQNAgent(int(envs.single_action_space.n), device, lr=cfg.lr, gamma=cfg.gamma, double=cfg.double,
                      max_grad_norm=cfg.max_grad_norm, seed=cfg.seed)
+    counters = {"step": 0, "updates": 0, "episodes": 0}
+    if resume_arrays is not None:
+        counters = restore_training_state(resume_arrays, resume_meta, agent, memory)
+        del resume_arrays
+        getattr(memory, "memory", memory).end_episode()  # (inside PER's wrapper) the envs restart below: the next transition begins a new episode
+        print(f"resumed from {resume_path} at step {counters['step']:,}")
+    step = counters["step"]
+    resume_step = step if resume_path else None
     log = CsvLog(out / "log.csv", ["step", "episode_return", "episode_length", "loss", "epsilon", "rss_mb",
-                                   "steps_per_s"])
-    eval_log = CsvLog(out / "eval.csv", ["step", "mean_return", "std_return", "episodes"])
+                                   "steps_per_s"], resume_step)
+    eval_log = CsvLog(out / "eval.csv", ["step", "mean_return", "std_return", "episodes"], resume_step)
+    watchdog = MemoryWatchdog(int(cfg.max_rss_gb * 2**30), int(cfg.min_available_gb * 2**30))
 
-    obs, info = envs.reset(seed=cfg.seed)
+    obs, info = envs.reset(seed=cfg.seed + step)  # a resumed run starts new games, not the same ones again
     lives = info["lives"].copy()
     resetting = np.zeros(n, bool)  # next-step autoreset: this step only resets these envs
     ep_return, ep_length = np.zeros(n), np.zeros(n, int)
-    losses: list[float] = []
-    returns: list[float] = []
-    step, learn_start = 0, None
+    losses: deque[float] = deque(maxlen=100)
+    returns: deque[float] = deque(maxlen=10)
+    learn_start, stopped = None, None
     t0 = last_t = time.perf_counter()
-    last_step = 0
-    bar = tqdm(total=cfg.total_steps, disable=not cfg.progress, mininterval=1.0, desc="train")
+    first_step = last_step = step
+    bar = tqdm(initial=step, total=cfg.total_steps, disable=not cfg.progress, mininterval=1.0, desc="train")
     while step < cfg.total_steps:
         before, step = step, step + n
         eps = epsilon_at(step, cfg)
@@ -167,8 +236,9 @@ def train(cfg: Config) -> dict:
         for i in np.flatnonzero(real & (terminated | truncated)):
             now = time.perf_counter()
             returns.append(float(ep_return[i]))
+            counters["episodes"] += 1
             log.write(step=step, episode_return=returns[-1], episode_length=int(ep_length[i]),
-                      loss=np.mean(losses[-100:]) if losses else "", epsilon=round(eps, 4),
+                      loss=np.mean(losses) if losses else "", epsilon=round(eps, 4),
                       rss_mb=round(rss_bytes() / 2**20, 1), steps_per_s=round((step - last_step) / (now - last_t), 1))
             last_t, last_step = now, step
             bar.set_postfix(ret=returns[-1], eps=round(eps, 3), refresh=False)
@@ -182,21 +252,29 @@ def train(cfg: Config) -> dict:
             # Updates due = multiples of train_every in [learning_starts, step]: with one env, exactly
             # "update when step % train_every == 0"; with n envs, n / train_every per vector step.
             due = step // cfg.train_every - (cfg.learning_starts - 1) // cfg.train_every
-            while len(losses) < due:
+            while counters["updates"] < due:
                 if cfg.per:
                     batch = memory.sample(cfg.batch_size, beta=beta_at(step, cfg.total_steps, cfg.per_beta0))
                     losses.append(agent.learn(batch))
                     memory.update_priorities(batch.indices, agent.last_td_errors)
                 else:
                     losses.append(agent.learn(memory.sample(cfg.batch_size)))
+                counters["updates"] += 1
         if crossed(before, step, cfg.target_sync_every):
             agent.sync_target()
         if crossed(before, step, cfg.eval_every):
             r = evaluate(agent, cfg, cfg.eval_episodes)
             eval_log.write(step=step, mean_return=float(np.mean(r)), std_return=float(np.std(r)), episodes=len(r))
-        if crossed(before, step, cfg.checkpoint_every) or step >= cfg.total_steps:
+        stopped = watchdog.check()
+        if crossed(before, step, cfg.checkpoint_every) or step >= cfg.total_steps or stopped:
+            counters["step"] = step
             save_checkpoint(out / "checkpoint.pt", agent, cfg, step)
+            save_training_state(out, agent, memory, cfg, counters)
         bar.update(n)
+        if stopped:
+            print(f"{stopped}: saved the training state at step {step:,} and stopped; resume with "
+                  f"--resume {out}", flush=True)
+            break
 
     bar.close()
     log.close()
@@ -204,10 +282,11 @@ def train(cfg: Config) -> dict:
     envs.close()
     end = time.perf_counter()
     learning = (step - learn_start[0]) / (end - learn_start[1]) if learn_start and end > learn_start[1] else None
-    return {"steps": step, "seconds": end - t0, "steps_per_s": step / (end - t0), "learning_steps_per_s": learning,
-            "updates": len(losses), "episodes": len(returns), "last_returns": returns[-10:],
-            "replay_bytes": memory.nbytes, "replay_device": str(memory.device or "host"), "rss_bytes": rss_bytes(),
-            "device": str(device), "out_dir": str(out)}
+    return {"steps": step, "seconds": end - t0, "steps_per_s": (step - first_step) / (end - t0),
+            "learning_steps_per_s": learning, "updates": counters["updates"], "episodes": counters["episodes"],
+            "last_returns": list(returns), "replay_bytes": memory.nbytes, "replay_device": str(memory.device or "host"),
+            "rss_bytes": rss_bytes(), "device": str(device), "out_dir": str(out), "resumed_from": resume_step,
+            "stopped": stopped}
 
 
 def _parse_bool(text: str) -> bool:
@@ -232,8 +311,11 @@ def parse_args(argv: list[str] | None = None) -> Config:
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_args(argv)
-    summary = train(cfg)
-    print(f"done: {summary['steps']:,} steps in {summary['seconds']:.0f} s "
+    try:
+        summary = train(cfg)
+    except CheckpointError as e:
+        raise SystemExit(f"error: {e}") from None
+    print(f"{'stopped' if summary['stopped'] else 'done'}: {summary['steps']:,} steps in {summary['seconds']:.0f} s "
           f"({summary['steps_per_s']:.0f} steps/s on {summary['device']}), {summary['episodes']} games, "
           f"replay {summary['replay_bytes'] / 2**20:,.0f} MiB; files in {summary['out_dir']}")
 

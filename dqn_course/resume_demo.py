@@ -1,0 +1,111 @@
+"""Notebook 09's experiments on checkpoints: pickle against raw arrays, and a training run killed with SIGKILL.
+
+``pickle_vs_arrays`` answers seeds 000 and 001, which pickled their deque of tuples and found saving
+"extremely slow". ``start_run`` / ``wait_for_checkpoint`` / ``kill_hard`` drive the training CLI in
+a child process, so the notebook (and tests/test_resume.py) can pull the plug on a real run.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dqn_course.bench import FramePool, fill
+from dqn_course.checkpoint import list_checkpoints, read_checkpoint, write_checkpoint
+from dqn_course.replay import FrameSharingMemory, NaiveDequeMemory
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def pickle_vs_arrays(pool: FramePool, n: int, folder: str | os.PathLike) -> list[dict]:
+    """Save and load ``n`` transitions both ways: the blog's deque pickled, the frame-sharing ring as arrays.
+
+    Returns one row per way: file bytes, save and load seconds. Both files are deleted afterwards.
+    """
+    folder = Path(folder)
+    obs_shape = (4, *pool.frames.shape[1:])
+    deque_memory = NaiveDequeMemory(n, obs_shape, copy_states=True)  # s and s' preprocessed apart, as blogs do
+    ring = FrameSharingMemory(n + n // 10, obs_shape)  # room for n transitions plus one frame per episode
+    fill(deque_memory, pool, n)
+    fill(ring, pool, n)
+    rows = []
+    path = folder / "deque.pkl"
+
+    def save_pickle():
+        with open(path, "wb") as f:
+            pickle.dump(deque_memory.memory, f, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def load_pickle():
+        with open(path, "rb") as f:
+            pickle.load(f)
+
+    rows.append({"way": "pickle of the deque of tuples", "transitions": n, "seconds_save": _timed(save_pickle),
+                 "bytes": path.stat().st_size, "seconds_load": _timed(load_pickle)})
+    path.unlink()
+    path = folder / "ring.ckpt"
+    rows.append({"way": "frame-sharing ring as raw arrays", "transitions": n,
+                 "seconds_save": _timed(lambda: write_checkpoint(path, ring.state_dict(), {})),
+                 "bytes": path.stat().st_size,
+                 "seconds_load": _timed(lambda: ring.load_state_dict(read_checkpoint(path)[0]))})
+    path.unlink()
+    return rows
+
+
+def train_command(out_dir: str | os.PathLike, *args: str) -> list[str]:
+    """The training CLI (quick preset, no progress bar) as an argument list for ``subprocess``."""
+    return [sys.executable, "-m", "dqn_course.train", "--preset", "quick", "--out-dir", str(out_dir),
+            "--progress", "false", *args]
+
+
+def _child_env() -> dict:
+    # One OpenMP thread: on a small shared CPU, torch's spinning worker threads slow a child run ~10x.
+    return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
+def start_run(out_dir: str | os.PathLike, *args: str) -> subprocess.Popen:
+    """Start a training run in a child process (its output is captured)."""
+    return subprocess.Popen(train_command(out_dir, *args), cwd=REPO_ROOT, env=_child_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def run(out_dir: str | os.PathLike, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run a training run to the end in a child process."""
+    return subprocess.run(train_command(out_dir, *args), cwd=REPO_ROOT, env=_child_env(), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def newest_step(out_dir: str | os.PathLike) -> int:
+    """The step of the newest ``state-<step>.ckpt`` in ``out_dir``, -1 if there is none yet."""
+    out = Path(out_dir)
+    return max((int(p.stem.split("-")[1]) for p in list_checkpoints(out)), default=-1) if out.exists() else -1
+
+
+def wait_for_checkpoint(proc: subprocess.Popen, out_dir: str | os.PathLike, min_step: int,
+                        timeout: float = 600) -> int:
+    """Block until the run has written a checkpoint at ``min_step`` or later; returns that step."""
+    deadline = time.monotonic() + timeout
+    while (step := newest_step(out_dir)) < min_step:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the run ended (exit {proc.returncode}) before a checkpoint at step {min_step}:\n"
+                               + proc.communicate()[1][-3000:])
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no checkpoint at step >= {min_step} after {timeout:.0f} s")
+        time.sleep(0.1)
+    return step
+
+
+def kill_hard(proc: subprocess.Popen) -> int:
+    """SIGKILL: what the OOM killer sends. No handler runs, no file is closed; returns the exit code."""
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    return proc.returncode
