@@ -251,9 +251,12 @@ def restore_training_state(arrays: dict[str, np.ndarray], meta: dict, agent, mem
 
     agent.q.load_state_dict(_torch_state(arrays, "agent/q"))
     agent.target.load_state_dict(_torch_state(arrays, "agent/target"))
+    # JSON turned tuples (Adam's betas) into lists: give them back the types the live optimiser uses.
+    groups = [{k: tuple(v) if isinstance(live.get(k), tuple) else v for k, v in saved.items()}
+              for saved, live in zip(meta["param_groups"], agent.optimizer.state_dict()["param_groups"])]
     agent.optimizer.load_state_dict({
         "state": {int(i): _torch_state(arrays, f"agent/optimizer/{i}") for i in meta["optimizer_state_keys"]},
-        "param_groups": meta["param_groups"]})
+        "param_groups": groups})
     _set_generator_state(agent.rng, arrays["rng/agent"])
     torch.set_rng_state(torch.from_numpy(np.array(arrays["rng/torch"])))
     cuda = sorted(k for k in arrays if k.startswith("rng/cuda"))

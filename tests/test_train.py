@@ -93,7 +93,9 @@ def test_quick_preset_leaves_a_loadable_checkpoint(quick_run):
     agent = DQNAgent(n_actions, "cpu")
     agent.load_state_dict(ckpt["agent"])  # every tensor fits the network
     assert not list(out.glob("*.tmp")), "a temporary checkpoint file was left behind"
-    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "eval.csv", "log.csv"]
+    # The agent for playing, the logs, and the newest keep_checkpoints full training states (every 1,000 steps).
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "eval.csv", "log.csv",
+                                                     "state-0000002000.ckpt", "state-0000003000.ckpt"]
 
 
 # -- the pieces -------------------------------------------------------------------------------------
