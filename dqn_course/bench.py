@@ -35,7 +35,7 @@ Transition = tuple  # (state, action, reward, next_state, done, episode_end)
 
 @dataclass
 class FramePool:
-    """Frames of real random play, in order, with the bookkeeping to rebuild every stack.
+    """Frames of real play, in order, with the bookkeeping to rebuild every stack.
 
     ``frames[i]`` is the observation after step i-1, or after a reset where ``first[i]`` (the frame
     before it is then the game's last). ``actions/rewards/dones[i]`` describe the step from frame i
@@ -52,10 +52,43 @@ class FramePool:
     def __len__(self) -> int:
         return len(self.frames)
 
+    def episode_lengths(self) -> np.ndarray:
+        """Agent steps of each episode the pool holds whole (an episode of T steps has T+1 frames)."""
+        starts = np.flatnonzero(self.first)
+        return np.diff(starts) - 1
 
-def play_frames(n_frames: int, raw: bool = False, seed: int = 0) -> FramePool:
-    """Play Breakout randomly for ``n_frames`` observations: 84x84 gray by default, 210x160x3 if ``raw``."""
+
+# Breakout's RAM: ball x at byte 99, ball y at 101 (0 while no ball is in play), paddle x at 72. Found by
+# correlating every RAM byte with the ball and paddle found in the screen (tests/test_storage.py checks it).
+BALL_X, BALL_Y, PADDLE_X = 99, 101, 72
+NOOP, FIRE, RIGHT, LEFT = range(4)
+
+
+def follow_ball(ram: np.ndarray, rng: np.random.Generator, epsilon: float = 0.1) -> int:
+    """A scripted Breakout policy that keeps the ball in play: serve, then move the paddle under the ball.
+
+    Screen x of the ball's centre is RAM[99] - 48 and of the (16-pixel) paddle's centre RAM[72] - 39.
+    ``epsilon`` of the actions are random, so games differ and the frames cover more of the game.
+    """
+    if rng.random() < epsilon:
+        return int(rng.integers(4))
+    if ram[BALL_Y] == 0:
+        return FIRE
+    offset = int(ram[BALL_X]) - int(ram[PADDLE_X]) - 9  # ball centre minus paddle centre, in pixels
+    return RIGHT if offset > 2 else LEFT if offset < -2 else NOOP
+
+
+def play_frames(n_frames: int, raw: bool = False, seed: int = 0, policy: str = "random") -> FramePool:
+    """Play Breakout for ``n_frames`` observations: 84x84 gray by default, 210x160x3 if ``raw``.
+
+    ``policy="random"`` presses random buttons (the ball is mostly lost within a few hundred steps);
+    ``policy="follow"`` is ``follow_ball``, which keeps it in play, breaks bricks and lasts longer:
+    frames closer to a trained agent's.
+    """
+    if policy not in ("random", "follow"):
+        raise ValueError(f"policy must be 'random' or 'follow', got {policy!r}")
     env = make_raw_breakout(seed=seed) if raw else make_breakout(seed=seed, frame_stack=1)
+    rng = np.random.default_rng(seed)
     obs, _ = env.reset(seed=seed)
     frames = np.empty((n_frames, *obs.shape), np.uint8)
     first = np.zeros(n_frames, bool)
@@ -64,7 +97,7 @@ def play_frames(n_frames: int, raw: bool = False, seed: int = 0) -> FramePool:
     frames[0], first[0] = obs, True
     i = 0  # index of the newest frame written
     while i + 1 < n_frames:
-        actions[i] = env.action_space.sample()
+        actions[i] = env.action_space.sample() if policy == "random" else follow_ball(env.unwrapped.ale.getRAM(), rng)
         obs, rewards[i], terminated, truncated, info = env.step(int(actions[i]))
         dones[i] = terminated or info.get("life_lost", False)
         i += 1

@@ -548,3 +548,134 @@ def check_is_weights(answer) -> bool | None:
     ]
     hint = next((h for value, h in hints if close(value)), "w_i = (N · P(i)) ** -β, then divide by max_j w_j")
     raise AssertionError(f"weights {np.round(got, 4).tolist()} are not it: {hint}.")
+
+
+# --- notebook 10: scaling out with Ray ------------------------------------------------------------------------
+
+CHUNK_STEPS, FRAME_BYTES, STACK = 100, 84 * 84, 4  # notebook 10's exercise: a chunk from the middle of a game
+
+
+def check_chunk_bytes(answer) -> bool | None:
+    """Notebook 10: pixel bytes in a chunk of 100 transitions from the middle of a game (no episode start in it).
+
+    A chunk carries its first state as a full 4-stack and then one new 84x84 uint8 frame per step:
+    (4 + 100) x 7,056 = 733,824 bytes, against 100 x 2 x 4 x 7,056 = 5,644,800 for s and s' stacks.
+    """
+    if answer is None:
+        return _not_answered_yet("set `chunk_bytes` to the number of bytes of pixels in the chunk")
+    _require_number(answer, "chunk_bytes")
+    expected = (STACK + CHUNK_STEPS) * FRAME_BYTES
+    stacks = CHUNK_STEPS * 2 * STACK * FRAME_BYTES
+    if answer == expected:
+        return _passed(f"{expected:,} bytes: one 4-frame stack to start from, then one new frame per step; "
+                       f"{stacks / expected:.1f}x less than sending s and s' stacks ({stacks:,} bytes).")
+    hints = {
+        CHUNK_STEPS * FRAME_BYTES: "the replay also needs the first state's whole stack to rebuild the first "
+                                   "transition: add its 4 frames",
+        (CHUNK_STEPS + 1) * FRAME_BYTES: "the first state is a stack of 4 frames, not one frame",
+        stacks: "that is s and s' as full stacks for every transition; a chunk sends one new frame per step",
+        CHUNK_STEPS * STACK * FRAME_BYTES: "that is one full stack per step; consecutive stacks share 3 of their "
+                                           "4 frames, so each step adds only one new frame",
+        CHUNK_STEPS * (STACK + 1) * FRAME_BYTES: "that is a folded 5-frame state per transition; within a chunk the "
+                                                 "frames chain, so each step adds only one new frame",
+        4 * expected: "pixels are uint8, 1 byte each, not float32",
+        8 * expected: "that is bits; count bytes",
+    }
+    hint = hints.get(answer, "bytes = (frames in the first stack + one frame per step) x 84 x 84")
+    raise AssertionError(f"{answer:,} is not it: {hint}.")
+
+
+# --- notebook 09: compressed and disk-backed replay ----------------------------------------------------------
+
+def _slot_overheads() -> dict[str, int]:
+    """Bytes a compressed frame-sharing slot costs besides its payload, read from the code that spends them."""
+    import sys
+
+    import numpy as np
+
+    from dqn_course.replay import FrameSharingMemory
+    from dqn_course.storage import POINTER_BYTES
+
+    dtypes = {"actions": np.uint8, "rewards": np.float32, "dones": np.bool_, "first": np.bool_, "valid": np.bool_,
+              "ids": np.int64}
+    assert set(dtypes) == set(FrameSharingMemory.RING_ARRAYS), "update _slot_overheads with the ring's arrays"
+    return {"bookkeeping": sum(np.dtype(d).itemsize for d in dtypes.values()), "list_slot": POINTER_BYTES,
+            "bytes_header": sys.getsizeof(b"")}
+
+
+def check_min_compression_ratio(answer) -> bool | None:
+    """Notebook 09: the smallest compression ratio (84x84 frame bytes / payload bytes) at which a 1M-slot
+    ``FrameSharingMemory(storage="lz4")`` fits in 1 GB = 10^9 bytes.
+
+    Each slot costs its payload plus 16 B of bookkeeping, an 8 B list slot and a 33 B ``bytes`` header
+    (64-bit CPython), so the payload may be 1,000 - 57 = 943 B: ratio 7,056 / 943 ≈ 7.48.
+    """
+    if answer is None:
+        return _not_answered_yet("set `min_ratio` to the smallest compression ratio")
+    import numbers
+
+    assert isinstance(answer, numbers.Real) and not isinstance(answer, bool), (
+        f"min_ratio should be a number (frame bytes / payload bytes), got {type(answer).__name__}: {answer!r}")
+    frame, per_slot = 84 * 84, 1e9 / 1e6
+    o = _slot_overheads()
+    overhead = sum(o.values())
+    expected = frame / (per_slot - overhead)
+    if abs(answer - expected) <= 0.005 * expected:
+        return _passed(f"{expected:.2f}x: 10^9 B / 10^6 slots = {per_slot:,.0f} B a slot, minus {overhead} B of "
+                       f"overhead ({o['bookkeeping']} bookkeeping + {o['list_slot']} list slot + {o['bytes_header']} "
+                       f"bytes header) leaves {per_slot - overhead:,.0f} B for the payload: {frame:,} / "
+                       f"{per_slot - overhead:,.0f}")
+    hints = [
+        (frame / per_slot, "each slot also pays for bookkeeping, a list slot and the payload's bytes header: "
+                           "subtract them from the 1,000 B first"),
+        (frame / (per_slot - o["bookkeeping"]), "the payload is a Python bytes object (with a header) held in a "
+                                                "list (one pointer a slot): subtract those too"),
+        (frame / (per_slot - o["list_slot"] - o["bytes_header"]), "the ring's bookkeeping arrays (action, reward, "
+                                                                   "flags, id) cost 16 B a slot as well"),
+        (frame / (per_slot - o["bookkeeping"] - o["list_slot"]), "a bytes object carries a 33 B header "
+                                                                 "(sys.getsizeof(b''))"),
+        (frame / (per_slot - o["bookkeeping"] - o["bytes_header"]), "the list holds one 8 B pointer per slot"),
+        (frame / (2**30 / 1e6 - overhead), "1 GB here is 10^9 bytes, not 2^30"),
+        ((per_slot - overhead) / frame, "the ratio is frame bytes over payload bytes (greater than 1)"),
+        (per_slot - overhead, "that is the payload budget in bytes; the ratio is 7,056 divided by it"),
+    ]
+    hint = next((h for value, h in hints if abs(answer - value) <= 0.005 * abs(value)),
+                "ratio = 7,056 / (1,000 B per slot - the per-slot overheads)")
+    raise AssertionError(f"{answer:,.4g} is not it: {hint}.")
+
+
+# --- notebook 09, second half: resuming a run --------------------------------------------------------
+
+def check_resume_config(cfg, run_dir) -> bool | None:
+    """Notebook 09: a ``Config`` that resumes the killed run in ``run_dir`` and trains it further.
+
+    Right when ``cfg.resume`` names the run (its folder or one of its ``state-*.ckpt`` files), the
+    checkpoint it picks passes ``train.load_resume`` (same replay shape), the logs go on in the same
+    folder and ``total_steps`` lies beyond the step that checkpoint saved.
+    """
+    if cfg is None:
+        return _not_answered_yet("set `resume_cfg` to a Config that resumes the run")
+    from pathlib import Path
+
+    from dqn_course.checkpoint import CheckpointError
+    from dqn_course.train import Config, load_resume
+
+    assert isinstance(cfg, Config), (
+        f"resume_cfg should be a dqn_course.train.Config (e.g. dataclasses.replace(run_cfg, ...)), "
+        f"got {type(cfg).__name__}")
+    run_dir = Path(run_dir).resolve()
+    assert cfg.resume, "resume is empty, so this run would start from scratch: set resume to the run's folder"
+    target = Path(cfg.resume).resolve()
+    assert target == run_dir or target.parent == run_dir, (
+        f"resume={cfg.resume!r} is not the killed run: point it at {run_dir} (or a state-*.ckpt in it)")
+    assert Path(cfg.out_dir).resolve() == run_dir, (
+        f"out_dir={cfg.out_dir!r}: keep the run's folder, so log.csv and the checkpoints carry on where they were")
+    try:
+        _, meta, path = load_resume(cfg)
+    except CheckpointError as e:
+        raise AssertionError(f"this resume would be refused: {e}") from None
+    saved = meta["counters"]["step"]
+    assert cfg.total_steps > saved, (
+        f"total_steps={cfg.total_steps:,} is not beyond the checkpoint's step {saved:,}: the run would stop at once")
+    return _passed(f"resumes from {path.name} at step {saved:,} and trains on to {cfg.total_steps:,} in the same "
+                   f"folder")

@@ -26,6 +26,10 @@ class                      stores per transition                        bytes (8
 
 ``ids`` in a batch are the transitions' running numbers (0 for the first ``add`` ever), so a test
 can look every sampled transition up in a plain list.
+
+``FrameSharingMemory(storage=...)`` (and ``MultiStreamMemory``) can keep the frames lz4/zstd-compressed
+in RAM or in a memory-mapped file (``dqn_course.storage``, notebook 09); ``state_dict`` /
+``load_state_dict`` save and restore either memory as plain numpy arrays, for checkpoints.
 """
 from __future__ import annotations
 
@@ -37,6 +41,8 @@ from typing import NamedTuple
 import numpy as np
 
 from dqn_course.profiling import check_fits
+from dqn_course.storage import (STORAGES, check_disk_space, make_store, parse_rng_state, planned_host_bytes,
+                                rng_state_array)
 
 __all__ = [
     "Batch",
@@ -229,11 +235,12 @@ class _PreallocatedRing(ReplayMemory):
     every page once, so a capacity the machine cannot really back fails now, not hours later
     (``np.zeros`` only reserves address space; pages arrive when first written). Arrays named in
     ``device_arrays`` become torch tensors on ``device`` (e.g. the frames, on the GPU), checked
-    against that device's free memory instead of the host's RAM.
+    against that device's free memory instead of the host's RAM. ``extra_host_bytes`` is host RAM a
+    subclass preallocates outside ``arrays`` (a compressed frame store's slot list), checked with them.
     """
 
     def __init__(self, capacity, obs_shape, obs_dtype, seed, arrays: dict, prefault: bool,
-                 device=None, device_arrays: tuple[str, ...] = ()):
+                 device=None, device_arrays: tuple[str, ...] = (), extra_host_bytes: int = 0):
         super().__init__(capacity, obs_shape, obs_dtype, seed)
 
         def planned(names) -> int:
@@ -251,7 +258,7 @@ class _PreallocatedRing(ReplayMemory):
                 free, _ = torch.cuda.mem_get_info(self.device)
                 check_fits(planned(device_arrays), what + f" on {self.device}", available=free)
                 host_names = [n for n in arrays if n not in device_arrays]
-        check_fits(planned(host_names), what)
+        check_fits(planned(host_names) + extra_host_bytes, what)
         for name, (shape, dt) in arrays.items():
             if self.device is not None and name in device_arrays:
                 arr = torch.zeros((self.capacity, *shape), dtype=getattr(torch, np.dtype(dt).name), device=self.device)
@@ -264,7 +271,8 @@ class _PreallocatedRing(ReplayMemory):
 
     @property
     def nbytes(self) -> int:
-        return sum(int(a.nbytes) if isinstance(a, np.ndarray) else a.numel() * a.element_size()
+        """Bytes held by the ring's arrays (torch tensors and frame stores report their own)."""
+        return sum(a.numel() * a.element_size() if hasattr(a, "element_size") else int(a.nbytes)
                    for a in (getattr(self, n) for n in self._array_names))
 
 
@@ -367,19 +375,39 @@ class FrameSharingMemory(_PreallocatedRing):
     ``device="cuda"`` keeps the frames as a torch tensor on the GPU (1M frames = 7 GB there, almost
     nothing in host RAM); ``sample`` then returns ``states``/``next_states`` as device tensors,
     gathered on the device, with no host copy of any frame.
+
+    ``storage`` says where the frames live in host memory (``dqn_course.storage``): ``"ram"`` (a
+    numpy array), ``"lz4"`` / ``"zstd"`` (each frame compressed on write, decompressed on sampling;
+    ``nbytes`` counts the payloads as they are) or ``"disk"`` (a memory-mapped file in the directory
+    ``path``, refused up front when the disk lacks the space; ``nbytes`` then counts only the RAM
+    arrays). Only the frames move: slots, invariants and sampling are the same for every storage.
     """
 
+    RING_ARRAYS = ("actions", "rewards", "dones", "first", "valid", "ids")  # per-slot bookkeeping
+
     def __init__(self, capacity: int, obs_shape=(4, 84, 84), seed: int | None = None, padding: str = "repeat",
-                 prefault: bool = False, device=None):
+                 prefault: bool = False, device=None, storage: str = "ram", path=None):
         if padding not in ("repeat", "zero"):
             raise ValueError(f"padding must be 'repeat' or 'zero', got {padding!r}")
+        _check_storage(storage, path, device)
         # Non-integers fall through to the base class's "positive integer" error, not a raw TypeError.
         if isinstance(capacity, (int, np.integer)) and capacity < obs_shape[0] + 1:
             raise ValueError(f"capacity must be at least stack+1 = {obs_shape[0] + 1} frames, got {capacity}")
-        arrays = {"frames": (tuple(obs_shape[1:]), np.uint8), "actions": ((), np.uint8),
-                  "rewards": ((), np.float32), "dones": ((), np.bool_), "first": ((), np.bool_),
-                  "valid": ((), np.bool_), "ids": ((), np.int64)}
-        super().__init__(capacity, obs_shape, np.uint8, seed, arrays, prefault, device, ("frames",))
+        frame_shape = tuple(obs_shape[1:])
+        if storage == "disk" and isinstance(capacity, (int, np.integer)):  # before the RAM guard and any allocation
+            check_disk_space(int(capacity) * int(np.prod(frame_shape)), path,
+                             f"{type(self).__name__}(capacity={capacity:,}, storage='disk')")
+        arrays = {"actions": ((), np.uint8), "rewards": ((), np.float32), "dones": ((), np.bool_),
+                  "first": ((), np.bool_), "valid": ((), np.bool_), "ids": ((), np.int64)}
+        if storage == "ram":
+            arrays = {"frames": (frame_shape, np.uint8), **arrays}
+        extra = 0 if storage == "ram" else planned_host_bytes(storage, int(capacity), frame_shape)
+        super().__init__(capacity, obs_shape, np.uint8, seed, arrays, prefault, device, ("frames",), extra)
+        self.storage = storage
+        if storage != "ram":
+            self.frames = make_store(storage, self.capacity, frame_shape, path,
+                                     what=f"{type(self).__name__}(capacity={self.capacity:,}, storage={storage!r})")
+            self._array_names += ("frames",)
         self.padding = padding
         self.head = 0  # next slot to write
         self.written = 0  # frames ever written (so min(written, capacity) slots hold data)
@@ -491,6 +519,123 @@ class FrameSharingMemory(_PreallocatedRing):
     def __len__(self) -> int:
         return self.num_valid
 
+    def end_episode(self) -> None:
+        """End the current episode here: the next ``add`` opens a new one (e.g. after resuming a run).
+
+        The episode's last frame stays as its final next-state frame, as after a truncation: its
+        transitions keep bootstrapping from the real frame.
+        """
+        self._in_episode = False
+
+    # -- checkpoints: flat dicts of numpy arrays, never pickles -----------------------------------
+    def _config(self) -> dict[str, np.ndarray]:
+        return {"capacity": np.array(self.capacity, np.int64), "obs_shape": np.array(self.obs_shape, np.int64),
+                "storage": _text(self.storage), "padding": _text(self.padding)}
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Everything ``sample`` depends on, as numpy arrays: the ring, the write head and the sampling RNG.
+
+        Arrays may share memory with the memory (the frames are not copied: at 1M they are 7 GB, or a
+        file); write them out before the next ``add``. A compressed store gives ``frames_blob`` and
+        ``frames_offsets`` instead of ``frames``.
+        """
+        if self.storage != "ram":
+            frames = self.frames.state_arrays()
+        elif self.device is not None:
+            frames = {"frames": self.frames.cpu().numpy()}
+        else:
+            frames = {"frames": self.frames}
+        return {**self._config(), **{n: getattr(self, n) for n in self.RING_ARRAYS}, **frames,
+                "head": np.array(self.head, np.int64), "written": np.array(self.written, np.int64),
+                "num_valid": np.array(self.num_valid, np.int64), "added": np.array(self.added, np.int64),
+                "in_episode": np.array(self._in_episode), "last_frame": self._last_frame.copy(),
+                "rng": rng_state_array(self.rng)}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Restore ``state_dict()`` in place; a memory of another capacity, shape, storage or padding is refused.
+
+        Everything is checked before anything is written, so a refused state leaves the memory as it
+        was. Afterwards ``sample`` returns exactly what the saved memory would have. Call
+        ``end_episode`` before adding from a freshly reset environment.
+        """
+        self._apply_state(state, self._checked_state(state))
+
+    def _checked_state(self, state: dict[str, np.ndarray]) -> dict:
+        """Validate a state dict against this memory (``ValueError`` naming the mismatch); parse its RNG."""
+        config = self._config()
+        _require_keys(state, config)
+        for key, mine in config.items():  # first, so a different storage is named as such
+            if not np.array_equal(np.asarray(state[key]), mine):
+                raise ValueError(f"cannot load: saved {key} is {_shown(state[key])}, this memory's is {_shown(mine)}")
+        frame_keys = ("frames",) if self.storage in ("ram", "disk") else ("frames_blob", "frames_offsets")
+        _require_keys(state, (*self.RING_ARRAYS, *frame_keys, "head", "written", "num_valid", "added", "in_episode",
+                              "last_frame", "rng"))
+        for name in self.RING_ARRAYS:
+            _check_array(name, state[name], (self.capacity,), getattr(self, name).dtype)
+        _check_array("last_frame", state["last_frame"], self.frame_shape, np.uint8)
+        if "frames" in frame_keys:
+            _check_array("frames", state["frames"], (self.capacity, *self.frame_shape), np.uint8)
+        else:
+            self.frames.check_state_arrays(state)
+        head, written, num_valid = (int(state[k]) for k in ("head", "written", "num_valid"))
+        if head != written % self.capacity or num_valid != int(np.count_nonzero(state["valid"])):
+            raise ValueError(f"cannot load: inconsistent state (head {head}, written {written}, num_valid "
+                             f"{num_valid} for {int(np.count_nonzero(state['valid']))} valid slots)")
+        rng = parse_rng_state(self.rng, state["rng"])
+        return {"head": head, "written": written, "num_valid": num_valid, "rng": rng}
+
+    def _apply_state(self, state: dict[str, np.ndarray], checked: dict) -> None:
+        if self.storage != "ram":
+            self.frames.load_state_arrays(state)
+        elif self.device is None:
+            self.frames[...] = state["frames"]
+        else:
+            self.frames.copy_(self._torch.from_numpy(np.ascontiguousarray(state["frames"])))
+        for name in self.RING_ARRAYS:
+            getattr(self, name)[...] = state[name]
+        self.rng.bit_generator.state = checked["rng"]
+        self.head, self.written, self.num_valid = checked["head"], checked["written"], checked["num_valid"]
+        self.added = int(state["added"])
+        self._in_episode = bool(state["in_episode"])
+        self._last_frame[...] = state["last_frame"]
+        if self.track_validity:  # prioritized replay re-reads every slot's validity
+            self.validity_changes.extend(range(self.capacity))
+
+
+def _check_storage(storage: str, path, device) -> None:
+    """Storage options that cannot work together are refused before anything is built."""
+    if storage not in STORAGES:
+        raise ValueError(f"storage must be one of {STORAGES}, got {storage!r}")
+    if storage != "ram" and device is not None:
+        raise ValueError(f"device={device!r} keeps the frames as a torch tensor; it works with storage='ram' only, "
+                         f"got storage={storage!r}")
+    if (storage == "disk") != (path is not None):
+        raise ValueError("storage='disk' needs path=<directory for the frames file>, and only it takes a path; "
+                         f"got storage={storage!r}, path={path!r}")
+
+
+def _text(value: str) -> np.ndarray:
+    return np.frombuffer(value.encode(), np.uint8).copy()
+
+
+def _shown(array) -> str:
+    """A config value from a state dict, readable in an error message."""
+    array = np.asarray(array)
+    return repr(array.tobytes().decode()) if array.dtype == np.uint8 else str(array.tolist())
+
+
+def _require_keys(state: dict, keys) -> None:
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise ValueError(f"cannot load: the state has no {', '.join(missing)}")
+
+
+def _check_array(name: str, saved, shape: tuple[int, ...], dtype) -> None:
+    saved = np.asarray(saved)
+    if saved.shape != tuple(shape) or saved.dtype != np.dtype(dtype):
+        raise ValueError(f"cannot load: saved {name} is {saved.dtype}{list(saved.shape)}, "
+                         f"this memory's is {np.dtype(dtype)}{list(shape)}")
+
 
 class MultiStreamMemory(ReplayMemory):
     """One ``FrameSharingMemory`` per environment of a vector env, sampled as one memory.
@@ -502,18 +647,26 @@ class MultiStreamMemory(ReplayMemory):
     """
 
     def __init__(self, capacity: int, num_streams: int, obs_shape=(4, 84, 84), seed: int | None = None,
-                 padding: str = "repeat", prefault: bool = False, device=None):
+                 padding: str = "repeat", prefault: bool = False, device=None, storage: str = "ram", path=None):
         super().__init__(capacity, obs_shape, np.uint8, seed)
         if num_streams < 1 or capacity // num_streams < obs_shape[0] + 1:
             raise ValueError(f"need 1 <= num_streams and capacity // num_streams >= {obs_shape[0] + 1}, "
                              f"got capacity={capacity}, num_streams={num_streams}")
-        frame_bytes = int(np.prod(obs_shape[1:])) + 16  # frame + per-slot bookkeeping (see FrameSharingMemory)
+        _check_storage(storage, path, device)
+        what = f"MultiStreamMemory(capacity={capacity:,}, num_streams={num_streams})"
+        frame_shape = tuple(obs_shape[1:])
         if device is None or str(device).startswith("cpu"):  # one check for the total, before any stream exists
-            check_fits(capacity * frame_bytes, f"MultiStreamMemory(capacity={capacity:,}, num_streams={num_streams})")
+            # frames (or what their store preallocates) + 16 B of per-slot bookkeeping (see FrameSharingMemory)
+            check_fits(planned_host_bytes(storage, capacity, frame_shape) + 16 * capacity, what)
+        if storage == "disk":  # one file per stream; all of them checked before the first is made
+            stream_frames = capacity // num_streams * num_streams
+            check_disk_space(stream_frames * int(np.prod(frame_shape)), path, what + " storage='disk'")
         seeds = np.random.SeedSequence(seed).spawn(num_streams)
         self.streams = [FrameSharingMemory(capacity // num_streams, obs_shape, seed=sq, padding=padding,
-                                           prefault=prefault, device=device) for sq in seeds]
+                                           prefault=prefault, device=device, storage=storage, path=path)
+                        for sq in seeds]
         self.device = self.streams[0].device
+        self.storage = storage
 
     def add(self, state, action, reward, next_state, done, episode_end=None, stream: int = 0) -> None:
         self.streams[stream].add(state, action, reward, next_state, done, episode_end)
@@ -554,6 +707,35 @@ class MultiStreamMemory(ReplayMemory):
     @property
     def nbytes(self) -> int:
         return sum(s.nbytes for s in self.streams)
+
+    def end_episode(self, stream: int | None = None) -> None:
+        """End the current episode of one stream (None: of all), e.g. after resuming with fresh envs."""
+        for s in self.streams if stream is None else [self.streams[stream]]:
+            s.end_episode()
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Each stream's ``state_dict`` under ``stream{i}/``, plus this memory's own counters and RNG."""
+        state = {"num_streams": np.array(len(self.streams), np.int64), "added": np.array(self.added, np.int64),
+                 "rng": rng_state_array(self.rng)}
+        for i, s in enumerate(self.streams):
+            state.update({f"stream{i}/{k}": v for k, v in s.state_dict().items()})
+        return state
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Restore ``state_dict()`` in place (same capacity, streams, shape and storage, or ``ValueError``, and
+        then nothing is changed)."""
+        _require_keys(state, ("num_streams", "added", "rng"))
+        if int(state["num_streams"]) != len(self.streams):
+            raise ValueError(f"cannot load: saved num_streams is {int(state['num_streams'])}, "
+                             f"this memory's is {len(self.streams)}")
+        parts = [{k[len(f"stream{i}/"):]: v for k, v in state.items() if k.startswith(f"stream{i}/")}
+                 for i in range(len(self.streams))]
+        checked = [s._checked_state(part) for s, part in zip(self.streams, parts)]  # all streams before any write
+        rng = parse_rng_state(self.rng, state["rng"])
+        for s, part, c in zip(self.streams, parts, checked):
+            s._apply_state(part, c)
+        self.rng.bit_generator.state = rng
+        self.added = int(state["added"])
 
 
 MEMORY_CLASSES = {

@@ -30,7 +30,8 @@ def _timed(fn) -> float:
 def pickle_vs_arrays(pool: FramePool, n: int, folder: str | os.PathLike) -> list[dict]:
     """Save and load ``n`` transitions both ways: the blog's deque pickled, the frame-sharing ring as arrays.
 
-    Returns one row per way: file bytes, save and load seconds. Both files are deleted afterwards.
+    Returns one row per way: file bytes, save and load seconds (both saves end with ``fsync``, so
+    both reach the disk). Both files are deleted afterwards.
     """
     folder = Path(folder)
     obs_shape = (4, *pool.frames.shape[1:])
@@ -41,9 +42,11 @@ def pickle_vs_arrays(pool: FramePool, n: int, folder: str | os.PathLike) -> list
     rows = []
     path = folder / "deque.pkl"
 
-    def save_pickle():
+    def save_pickle():  # flushed to disk like a checkpoint, so both timings include the disk
         with open(path, "wb") as f:
             pickle.dump(deque_memory.memory, f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.flush()
+            os.fsync(f.fileno())
 
     def load_pickle():
         with open(path, "rb") as f:
