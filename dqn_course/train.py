@@ -165,7 +165,9 @@ def replay_storage_args(cfg: Config) -> dict:
     if cfg.replay_storage == "ram":
         return {}
     if cfg.replay_storage == "disk":
-        return {"storage": "disk", "path": cfg.replay_path or str(Path(cfg.out_dir) / "replay")}
+        folder = Path(cfg.replay_path or Path(cfg.out_dir) / "replay")
+        folder.mkdir(parents=True, exist_ok=True)
+        return {"storage": "disk", "path": str(folder)}
     return {"storage": cfg.replay_storage}
 
 

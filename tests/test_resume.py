@@ -142,3 +142,16 @@ def test_kill_9_mid_run_then_resume_loses_nothing_before_the_last_checkpoint(tmp
     assert steps == sorted(steps) and all(s > saved_step for s in steps[len(kept):])
     assert not list(out.glob("*.tmp"))
     assert len(list_checkpoints(out)) == PRESETS["quick"].keep_checkpoints
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("storage, per", [("lz4", False), ("disk", True)])
+def test_other_storages_and_prioritized_replay_resume_too(tmp_path, storage, per):
+    """The CLI's --replay-storage and --per go through the same checkpoint (frames compressed / on disk, the tree)."""
+    first = train(quick_config(tmp_path, total_steps=540, replay_storage=storage, per=per))
+    assert first["stopped"] is None and first["updates"] == 540 // 4 - (500 - 1) // 4
+    if storage == "disk":
+        assert (tmp_path / "replay").is_dir(), "the disk store's file lives in <out_dir>/replay"
+    resumed = train(quick_config(tmp_path, total_steps=580, replay_storage=storage, per=per, resume=str(tmp_path)))
+    assert resumed["resumed_from"] == 540 and resumed["steps"] == 580
+    assert resumed["updates"] == 580 // 4 - (500 - 1) // 4
