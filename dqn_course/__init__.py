@@ -14,6 +14,12 @@
 - ``playback``   watching a checkpoint play, replay RAM at 1M (07)
 - ``per``        prioritized replay: sum trees, IS weights, PrioritizedMemory (08)
 - ``per_demo``   notebook 08's CartPole comparison and filled trees (08)
+- ``storage``    where a frame-sharing memory keeps its frames: RAM, lz4/zstd bytes, a memmap file (09)
+- ``checkpoint`` the whole training state as one checked, atomic file of arrays; resume (09)
+- ``watchdog``   warn, checkpoint and stop before the OOM killer strikes (09)
+- ``resume_demo`` pickle vs raw arrays, and a training run killed with SIGKILL (09)
+- ``distributed`` DQN on Ray Core: replay actor, parameter server, rollout workers, learner, evaluator (10)
+- ``scaling``    timing the single-process loop against Ray layouts (10)
 - ``checks``     one-call self-checks for the exercises (all)
 """
 import os

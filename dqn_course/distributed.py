@@ -1,0 +1,705 @@
+"""DQN scaled out on Ray Core: seed 002's shape (Ape-X style) with the course's frame-sharing replay.
+
+::
+
+    RolloutWorker x N  --chunks of frames-->  ReplayServer (MultiStreamMemory, one stream per worker)
+      | own env, CPU net,                         |
+      | its own ε (Ape-X)                         | batches (prefetched)
+      | pulls weights every episode               v
+      +<------------  ParameterServer  <------  Learner (GPU when there is one; CPU otherwise)
+                      (numpy weights,          pushes weights every `push_every` updates
+                       in the object store)    Evaluator plays the latest weights at the end
+
+    python -m dqn_course.distributed --workers 2 --total-steps 20000          # local Ray on this machine
+    python -m dqn_course.distributed --address HEAD_IP:6379 --workers 16 ...   # join an existing cluster
+
+Every role is a plain class, turned into an actor by ``ray.remote`` in ``run`` (so tests can also run
+one in-process). Workers send ``Chunk``s: K transitions as one new frame per step plus the few full
+stacks an episode start needs, nearly 8x fewer bytes than s and s' stacks, and what the replay actor
+stores anyway (notebook 04's layout). Semantics mirror ``dqn_course.train``: rewards are clipped
+(``np.sign``) for learning, a lost life is ``done`` but not an episode end. Exploration follows Ape-X
+(each worker a fixed ε) rather than ``train``'s annealed ε, and the learner runs as fast as it can
+instead of one update per 4 steps: that decoupling is what the distribution buys.
+"""
+from __future__ import annotations
+
+import argparse
+import atexit
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterator
+
+import numpy as np
+import psutil
+import ray
+from ray.exceptions import ActorDiedError, ActorUnavailableError
+
+from dqn_course.envs import make_breakout
+from dqn_course.replay import Batch, MultiStreamMemory
+
+if TYPE_CHECKING:
+    import torch
+
+# torch (and the agent, which needs it) is imported inside the roles that run a network: the replay
+# actor and the parameter server then start without it, ~1.5 s sooner each.
+
+N_ACTIONS = 4  # Breakout's action set (NOOP, FIRE, RIGHT, LEFT)
+Transition = tuple  # (state, action, reward, next_state, done, episode_end), as replay.add takes them
+
+
+@dataclass
+class DistConfig:
+    """One distributed run. Step counts are env (agent) steps summed over all workers."""
+
+    num_workers: int = 2
+    total_steps: int = 10_000_000  # stop once the replay actor has ingested this many transitions
+    max_learning_seconds: float | None = None  # or stop this long after the learner's first update
+    buffer_size: int = 1_000_000  # frames, split evenly between the workers' streams
+    chunk: int = 50  # transitions per chunk a worker sends
+    learning_starts: int = 80_000  # the learner starts once this many transitions arrived
+    batch_size: int = 32
+    lr: float = 1e-4
+    gamma: float = 0.99
+    double: bool = False
+    max_grad_norm: float = 10.0
+    target_sync_every: int = 250  # learner updates (= train's 1,000 steps at one update per 4 steps)
+    push_every: int = 400  # learner updates between weight pushes to the parameter server
+    updates_per_call: int = 20  # learner updates per remote call (the driver's bookkeeping grain)
+    prefetch: int = 4  # batches per sample request; the next request is in flight while the learner learns
+    eps_base: float = 0.4  # Ape-X: worker i of N explores with eps_base ** (1 + eps_alpha * i / (N - 1))
+    eps_alpha: float = 7.0
+    epsilon: float | None = None  # one fixed ε for every worker instead of Ape-X's spread
+    max_episode_steps: int | None = None  # cap episodes (tests, demos); None: the ALE's 27,000
+    eval_episodes: int = 10  # games the evaluator plays with the final weights (0: none)
+    eval_epsilon: float = 0.05
+    eval_max_steps: int = 27_000
+    max_restarts: int = 3  # per worker: a killed worker is restarted this many times, then reported dead
+    seed: int = 1
+    device: str = ""  # learner device; "" picks CUDA when available
+    learner_threads: int = 0  # torch threads for a CPU learner; 0: the cores the workers leave free
+    prefault: bool = False
+
+    def validate(self) -> None:
+        """Refuse settings that cannot work, with what to change (before any actor starts)."""
+        positive = ("num_workers", "total_steps", "chunk", "batch_size", "target_sync_every", "push_every",
+                    "updates_per_call", "prefetch", "buffer_size")
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.learning_starts < self.batch_size + self.num_workers:
+            raise ValueError(f"learning_starts must be at least batch_size + num_workers = "
+                             f"{self.batch_size + self.num_workers} (each stream holds back one transition), "
+                             f"got {self.learning_starts}")
+        if self.buffer_size // self.num_workers < self.chunk + 5:
+            raise ValueError(f"buffer_size // num_workers must be at least chunk + 5 = {self.chunk + 5} frames per "
+                             f"stream, got {self.buffer_size} // {self.num_workers}")
+        if self.max_learning_seconds is not None and self.max_learning_seconds <= 0:
+            raise ValueError(f"max_learning_seconds must be positive or None, got {self.max_learning_seconds}")
+        if self.max_restarts < 0:
+            raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
+
+
+def worker_epsilons(num_workers: int, base: float = 0.4, alpha: float = 7.0, fixed: float | None = None) -> list[float]:
+    """Ape-X's fixed ε per worker, ``base ** (1 + alpha * i / (N - 1))``: a spread from 0.4 to 0.4**8.
+
+    A few workers explore a lot and most act nearly greedily, so together they cover both without an
+    annealing schedule. One worker has no spread: it uses ``base``. ``fixed`` gives every worker that ε.
+    """
+    if not isinstance(num_workers, int) or num_workers < 1:
+        raise ValueError(f"num_workers must be a positive integer, got {num_workers!r}")
+    if fixed is not None or num_workers == 1:
+        return [base if fixed is None else fixed] * num_workers
+    return [base ** (1 + alpha * i / (num_workers - 1)) for i in range(num_workers)]
+
+
+# -- what travels --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Chunk:
+    """K consecutive transitions of one worker, sent as one object: one new frame per step.
+
+    ``next_state`` of step i is ``state[1:]`` plus ``frames[i]`` (a frame stack shifts by one frame),
+    and ``state`` of step i+1 is that ``next_state`` unless step i ended the episode, when it is the
+    next entry of ``reset_states``. So full stacks travel only at episode starts and once per chunk.
+    """
+
+    worker: int
+    first_state: np.ndarray  # (stack, H, W) uint8: the state of the first transition
+    frames: np.ndarray  # (K, H, W) uint8: the newest frame of each next_state
+    actions: np.ndarray  # (K,) int64
+    rewards: np.ndarray  # (K,) float32, clipped
+    dones: np.ndarray  # (K,) bool: no bootstrap (game over or life lost)
+    episode_ends: np.ndarray  # (K,) bool: the env was reset after this step
+    reset_states: np.ndarray  # (E, stack, H, W): the state after each episode end, except after the last step
+    new_episode: bool = False  # the stream restarts here (a new or restarted worker): what came before is cut
+
+    @classmethod
+    def from_transitions(cls, worker: int, transitions: list[Transition], new_episode: bool = False) -> "Chunk":
+        """Pack (state, action, reward, next_state, done, episode_end) tuples, checking they chain."""
+        if not transitions:
+            raise ValueError("a chunk needs at least one transition")
+        resets = []
+        for i, (state, _, _, next_state, _, episode_end) in enumerate(transitions):
+            if not np.array_equal(next_state[:-1], state[1:]):
+                raise ValueError(f"transition {i}: next_state is not state shifted by one frame (a frame stack)")
+            if i + 1 < len(transitions):
+                following = transitions[i + 1][0]
+                if episode_end:
+                    resets.append(following)
+                elif not np.array_equal(following, next_state):
+                    raise ValueError(f"transition {i + 1} does not start from transition {i}'s next_state: "
+                                     f"mark episode_end=True where the env was reset")
+        first = transitions[0][0]
+        return cls(worker, first.copy(), np.stack([t[3][-1] for t in transitions]),
+                   np.array([t[1] for t in transitions], np.int64), np.array([t[2] for t in transitions], np.float32),
+                   np.array([t[4] for t in transitions], bool), np.array([t[5] for t in transitions], bool),
+                   np.stack(resets) if resets else np.empty((0, *first.shape), first.dtype), new_episode)
+
+    def transitions(self) -> Iterator[Transition]:
+        """The transitions again, with full stacks, in order."""
+        state, resets = self.first_state, iter(self.reset_states)
+        for i in range(len(self)):
+            next_state = np.concatenate([state[1:], self.frames[i][None]])
+            episode_end = bool(self.episode_ends[i])
+            yield state, int(self.actions[i]), float(self.rewards[i]), next_state, bool(self.dones[i]), episode_end
+            if i + 1 < len(self):
+                state = next(resets) if episode_end else next_state
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of arrays this chunk carries (what the object store holds for it, give or take a header)."""
+        return sum(a.nbytes for a in (self.first_state, self.frames, self.actions, self.rewards, self.dones,
+                                      self.episode_ends, self.reset_states))
+
+
+def weights_to_numpy(module: torch.nn.Module) -> dict[str, np.ndarray]:
+    """A network's weights as numpy arrays: what the parameter server puts in the object store."""
+    return {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
+
+
+def load_numpy_weights(module: torch.nn.Module, weights: dict[str, np.ndarray]) -> None:
+    """Load object-store weights (read-only numpy views) into ``module``; ``torch.tensor`` copies them."""
+    import torch
+
+    module.load_state_dict({k: torch.tensor(v) for k, v in weights.items()})
+
+
+def weights_digest(weights: dict[str, np.ndarray]) -> str:
+    """A short hash of a weights dict, so two processes can show they hold the same network."""
+    h = hashlib.sha1()
+    for k in sorted(weights):
+        h.update(k.encode())
+        h.update(np.ascontiguousarray(weights[k]).tobytes())
+    return h.hexdigest()[:12]
+
+
+def _writable(batch: Batch) -> Batch:
+    """Arrays from the object store are read-only views; torch wants writable ones (one small copy)."""
+    return Batch(*(np.array(x) if isinstance(x, np.ndarray) else x for x in batch))
+
+
+# -- the roles ---------------------------------------------------------------------------------------------
+
+
+class ReplayServer:
+    """The replay actor: a ``MultiStreamMemory`` with one stream per worker, filled chunk by chunk.
+
+    Frame sharing needs each stream's frames consecutive, so worker i writes stream i only. The last
+    transition of each stream is held back until the next chunk says what follows it: if that chunk
+    starts a new episode (the worker was restarted mid-game) the held transition becomes the episode's
+    last one (bootstrapped, like a time-limit truncation), so a cut never splices two games together.
+    """
+
+    def __init__(self, capacity: int, num_streams: int, seed: int | None = None, prefault: bool = False):
+        self.memory = MultiStreamMemory(capacity, num_streams, seed=seed, prefault=prefault)
+        self.held: list[Transition | None] = [None] * num_streams
+        self.received = [0] * num_streams  # transitions received per stream
+
+    def add_chunk(self, chunk: Chunk) -> int:
+        """Store a worker's chunk in its stream; returns the transitions received so far (all streams)."""
+        if not 0 <= chunk.worker < len(self.held):
+            raise ValueError(f"chunk from worker {chunk.worker}, but this replay has streams 0..{len(self.held) - 1}")
+        held = self.held[chunk.worker]
+        if held is not None:
+            if chunk.new_episode:
+                held = (*held[:5], True)
+            self.memory.add(*held, stream=chunk.worker)
+        transitions = list(chunk.transitions())
+        for t in transitions[:-1]:
+            self.memory.add(*t, stream=chunk.worker)
+        self.held[chunk.worker] = transitions[-1]
+        self.received[chunk.worker] += len(chunk)
+        return sum(self.received)
+
+    def sample(self, batch_size: int, count: int = 1) -> list[Batch]:
+        """``count`` independent batches in one call: one round trip feeds several learner updates."""
+        return [self.memory.sample(batch_size) for _ in range(count)]
+
+    def stream_transitions(self, stream: int) -> Batch:
+        """Every sampleable transition of one stream, oldest first (to check what arrived)."""
+        s = self.memory.streams[stream]
+        slots = np.flatnonzero(s.valid[: min(s.written, s.capacity)])
+        return s.batch_at(slots[np.argsort(s.ids[slots])])
+
+    def stats(self) -> dict:
+        return {"received": list(self.received), "stored": len(self.memory), "nbytes": self.memory.nbytes}
+
+
+class ParameterServer:
+    """Holds the newest weights as one object in Ray's object store (numpy arrays: zero-copy to read).
+
+    ``push`` puts the weights in the store (this actor owns them: they live as long as it does, whoever
+    pushed them); ``latest`` hands out only a reference, so a worker fetches the 6.7 MB network once per
+    version.
+    """
+
+    def __init__(self):
+        self.version = -1
+        self.ref: list | None = None  # [ObjectRef]: a list, so Ray passes the reference, not the weights
+
+    def push(self, version: int, weights: dict[str, np.ndarray]) -> int:
+        self.ref, self.version = [ray.put(weights)], version
+        return version
+
+    def latest(self, have: int = -1) -> tuple[int, list] | None:
+        """(version, [ref]) when newer than ``have``, else None."""
+        return None if self.version <= have else (self.version, self.ref)
+
+
+class _PullsWeights:
+    """Shared by the worker and the evaluator: a CPU network kept at the parameter server's version."""
+
+    def _init_agent(self, ps: str, seed: int) -> None:
+        import torch
+
+        from dqn_course.agent import DQNAgent
+
+        torch.set_num_threads(1)  # one core per worker; parallelism comes from the workers
+        self.ps, self.version = ray.get_actor(ps), -1
+        self.agent = DQNAgent(N_ACTIONS, "cpu", seed=seed)
+        deadline = time.monotonic() + 600
+        while not self.pull_weights():  # the learner publishes version 0 while the workers start
+            if time.monotonic() > deadline:
+                raise TimeoutError("the parameter server has had no weights for 10 minutes: is the learner up?")
+            time.sleep(0.05)
+
+    def pull_weights(self) -> bool:
+        """Load newer weights if the parameter server has them; True when it did."""
+        latest = ray.get(self.ps.latest.remote(self.version))
+        if latest is None:
+            return False
+        self.version, (ref,) = latest
+        load_numpy_weights(self.agent.q, ray.get(ref))
+        return True
+
+    def weights_info(self) -> tuple[int, str]:
+        """(version, digest) of the network this process acts with."""
+        return self.version, weights_digest(weights_to_numpy(self.agent.q))
+
+
+class RolloutWorker(_PullsWeights):
+    """One env and a CPU copy of the network; plays ``chunk`` steps per call and ships them to the replay.
+
+    Weights are pulled at the start of every episode. A restarted worker starts a new episode (its
+    first chunk says so) with a fresh env seed. The parameter server and replay actor are found by
+    name (``replay=None``: only ``rollout`` works): Ray re-runs ``__init__`` on a restart, and actor
+    handles passed as constructor arguments would have to survive in the object store until then.
+    """
+
+    def __init__(self, worker: int, cfg: DistConfig, ps: str, replay: str | None = None):
+        self.restarted = _was_restarted()
+        self.worker, self.replay = worker, replay and ray.get_actor(replay)
+        self.epsilon = worker_epsilons(cfg.num_workers, cfg.eps_base, cfg.eps_alpha, cfg.epsilon)[worker]
+        seed = cfg.seed + 1_000 * worker + (10_000 if self.restarted else 0)
+        self.env = make_breakout(seed=seed, max_episode_steps=cfg.max_episode_steps)
+        if self.env.action_space.n != N_ACTIONS:
+            raise ValueError(f"the learner's network has {N_ACTIONS} actions, this env {self.env.action_space.n}")
+        self._init_agent(ps, seed)
+        self.state: np.ndarray | None = None  # None: the next step starts an episode
+        self.new_episode = True
+        self.returns: list[float] = []  # whole-game scores (unclipped), as train logs them
+
+    def rollout(self, steps: int) -> Chunk:
+        """Play ``steps`` steps with this worker's ε; returns them as a chunk (nothing is sent)."""
+        out = []
+        for _ in range(steps):
+            if self.state is None:
+                self.pull_weights()
+                self.state, _ = self.env.reset()
+            action = int(self.agent.act(self.state, self.epsilon)[0])
+            next_state, reward, terminated, truncated, info = self.env.step(action)
+            episode_end = terminated or truncated
+            out.append((self.state, action, float(np.sign(reward)), next_state, terminated or info["life_lost"],
+                        episode_end))
+            if episode_end:
+                self.returns.append(float(info["episode"]["r"]))
+            self.state = None if episode_end else next_state
+        chunk = Chunk.from_transitions(self.worker, out, self.new_episode)
+        self.new_episode = False
+        return chunk
+
+    def collect(self, steps: int) -> dict:
+        """Roll out one chunk and wait until the replay actor stored it (backpressure: no unbounded queue)."""
+        returns_before = len(self.returns)
+        chunk = self.rollout(steps)
+        ray.get(self.replay.add_chunk.remote(chunk))
+        return {"worker": self.worker, "steps": len(chunk), "returns": self.returns[returns_before:],
+                "version": self.version, "epsilon": self.epsilon, "chunk_bytes": chunk.nbytes,
+                "restarted": self.restarted, "incarnation": ray.get_runtime_context().get_worker_id()}
+
+
+class Learner:
+    """DQN updates as fast as batches arrive; pushes its weights every ``push_every`` updates."""
+
+    def __init__(self, cfg: DistConfig, replay: str, ps: str):
+        import torch
+
+        from dqn_course.agent import DQNAgent
+        from dqn_course.device import pick_device
+
+        self.cfg, self.replay, self.ps = cfg, ray.get_actor(replay), ray.get_actor(ps)
+        self.device = pick_device(cfg.device or None)
+        if self.device.type == "cpu":
+            threads = cfg.learner_threads or max(1, (os.cpu_count() or 1) - cfg.num_workers)
+            torch.set_num_threads(threads)
+        self.agent = DQNAgent(N_ACTIONS, self.device, lr=cfg.lr, gamma=cfg.gamma, double=cfg.double,
+                              max_grad_norm=cfg.max_grad_norm, seed=cfg.seed)
+        self.updates = 0
+        self.queue: list[Batch] = []
+        self.next_ref = None  # the sample request in flight
+
+    def publish(self) -> int:
+        """Push the current weights to the parameter server; returns their version (= updates so far)."""
+        return ray.get(self.ps.push.remote(self.updates, weights_to_numpy(self.agent.q)))
+
+    def _next_batch(self) -> Batch:
+        if not self.queue:
+            if self.next_ref is None:
+                self.next_ref = self.replay.sample.remote(self.cfg.batch_size, self.cfg.prefetch)
+            self.queue = ray.get(self.next_ref)[::-1]
+            self.next_ref = self.replay.sample.remote(self.cfg.batch_size, self.cfg.prefetch)
+        return _writable(self.queue.pop())
+
+    def train(self, updates: int) -> dict:
+        """``updates`` gradient steps; returns the running count, mean loss and the time they took."""
+        t0, losses = time.perf_counter(), []
+        for _ in range(updates):
+            losses.append(self.agent.learn(self._next_batch()))
+            self.updates += 1
+            if self.updates % self.cfg.target_sync_every == 0:
+                self.agent.sync_target()
+            if self.updates % self.cfg.push_every == 0:
+                self.publish()
+        return {"updates": self.updates, "loss": float(np.mean(losses)), "seconds": time.perf_counter() - t0}
+
+    def weights_info(self) -> tuple[int, str]:
+        return self.updates, weights_digest(weights_to_numpy(self.agent.q))
+
+    def describe(self) -> dict:
+        import torch
+
+        return {"device": str(self.device), "threads": torch.get_num_threads()}
+
+
+class Evaluator(_PullsWeights):
+    """Plays whole games with the parameter server's newest weights (``train.evaluate``, ε = eval_epsilon)."""
+
+    def __init__(self, cfg: DistConfig, ps: str):
+        from dqn_course.train import Config
+
+        self.cfg = Config(seed=cfg.seed, eval_epsilon=cfg.eval_epsilon, eval_max_steps=cfg.eval_max_steps)
+        self._init_agent(ps, cfg.seed)
+
+    def evaluate(self, episodes: int) -> dict:
+        from dqn_course.train import evaluate
+
+        self.pull_weights()
+        return {"version": self.version, "returns": evaluate(self.agent, self.cfg, episodes)}
+
+
+def _was_restarted() -> bool:
+    """True inside an actor that Ray restarted after it died (False in a driver or outside Ray)."""
+    if not ray.is_initialized() or ray.get_runtime_context().get_actor_id() is None:
+        return False
+    return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+
+
+# -- the Ray session -----------------------------------------------------------------------------------
+
+
+class RaySession:
+    """``ray.init`` that cleans up after itself: local by default, or joining a cluster at ``address``.
+
+    Locally Ray starts a GCS server, a raylet, worker processes and a session folder. Here the folder is
+    a fresh temporary directory, and ``close`` shuts Ray down, waits for (and if need be ends) exactly
+    the processes this session started, and removes the folder, so nothing is left in /tmp. With
+    ``address`` the cluster is someone else's: ``close`` only disconnects, and the package's code is
+    shipped to the cluster's nodes (``py_modules``; they still need torch, gymnasium and ale-py).
+    Use it as a context manager, or call ``close()``; it also closes at interpreter exit.
+    """
+
+    def __init__(self, address: str | None = None, num_cpus: int | None = None, object_store_mb: int = 512,
+                 log_to_driver: bool = False):
+        if ray.is_initialized():
+            raise RuntimeError("Ray is already running in this process: close that session first "
+                               "(session.close() or ray.shutdown())")
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        self.address, self.temp_dir, self._processes, self.closed = address, None, [], False
+        if address:
+            import dqn_course
+
+            ray.init(address=address, runtime_env={"py_modules": [dqn_course]}, logging_level=logging.WARNING,
+                     log_to_driver=log_to_driver)
+        else:
+            self.temp_dir = tempfile.mkdtemp(prefix="dqn-ray-")
+            try:
+                ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, _temp_dir=self.temp_dir,
+                         object_store_memory=object_store_mb * 2**20, logging_level=logging.WARNING,
+                         log_to_driver=log_to_driver)
+            except BaseException:
+                self.close()
+                raise
+        atexit.register(self.close)
+
+    def _ray_processes(self) -> list[psutil.Process]:
+        """This process's descendants that belong to Ray (GCS, raylet, its workers, agents)."""
+        out = []
+        for p in psutil.Process().children(recursive=True):
+            try:
+                cmd = " ".join(p.cmdline())
+                if "ray::" in cmd or "/ray/" in cmd or p.name() in ("raylet", "gcs_server"):
+                    out.append(p)
+            except psutil.Error:
+                pass
+        return out
+
+    def close(self, timeout: float = 15.0) -> None:
+        """Shut Ray down; locally also wait for its processes to exit and delete the session folder."""
+        atexit.unregister(self.close)
+        if self.closed:
+            return
+        self.closed = True
+        if self.temp_dir is not None:  # remember who to wait for before raylet goes (workers are its children)
+            self._processes = self._ray_processes()
+        if ray.is_initialized():
+            ray.shutdown()
+        if self.temp_dir is None:
+            return
+        _, alive = psutil.wait_procs(self._processes, timeout=timeout)
+        for p in alive:  # only processes of this session, by pid
+            p.kill()
+        psutil.wait_procs(alive, timeout=5)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def leftovers(self) -> list[str]:
+        """What this session left behind after ``close``: live processes and the session folder."""
+        left = []
+        for p in self._processes:
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    left.append(f"pid {p.pid} ({p.name()})")
+            except psutil.NoSuchProcess:
+                pass
+        if self.temp_dir is not None and os.path.exists(self.temp_dir):
+            left.append(self.temp_dir)
+        return left
+
+    def __enter__(self) -> "RaySession":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# -- the driver ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    """What the driver knows after each event; ``run``'s callback gets it (e.g. to kill a worker in a test)."""
+
+    steps: int = 0
+    updates: int = 0
+    elapsed: float = 0.0
+    workers: list = dataclasses.field(default_factory=list)  # actor handles, index = worker id
+    alive: set = dataclasses.field(default_factory=set)
+
+
+def _learner_gpus(cfg: DistConfig) -> int:
+    """One GPU for the learner when the cluster has one (and no device was forced)."""
+    if cfg.device and not cfg.device.startswith("cuda"):
+        return 0
+    return 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+
+
+def run(cfg: DistConfig, address: str | None = None, callback: Callable[[Progress], None] | None = None) -> dict:
+    """Train with ``cfg`` on Ray; returns a summary (rates over the learning window, worker events, returns).
+
+    Uses the Ray session this process already has (a notebook's, a test's; ``address`` is then not used)
+    or starts one: local unless ``address`` names a cluster to join; a session started here is closed
+    before returning, and the run's actors are ended either way.
+    """
+    cfg.validate()
+    session = None if ray.is_initialized() else RaySession(address, num_cpus=max(os.cpu_count() or 1,
+                                                                               cfg.num_workers + 2))
+    actors: list = []
+    try:
+        return _drive(cfg, callback, actors)
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+        if session is not None:
+            session.close()
+
+
+def _drive(cfg: DistConfig, callback, actors: list) -> dict:
+    t_start = time.perf_counter()
+    gpus = _learner_gpus(cfg)
+    run_id = uuid.uuid4().hex[:8]  # actor names unique to this run, so runs sharing a cluster never mix
+    replay_name, ps_name = f"dqn-replay-{run_id}", f"dqn-params-{run_id}"
+    replay = ray.remote(ReplayServer).options(name=replay_name, num_cpus=0).remote(
+        cfg.buffer_size, cfg.num_workers, cfg.seed, cfg.prefault)
+    ps = ray.remote(ParameterServer).options(name=ps_name, num_cpus=0).remote()
+    actors += [replay, ps]
+    learner = ray.remote(Learner).options(num_cpus=1, num_gpus=gpus).remote(cfg, replay_name, ps_name)
+    actors.append(learner)
+    published = learner.publish.remote()  # version 0; the workers start meanwhile and wait for it
+    # Ray restarts a dead worker (max_restarts) and re-sends the call it was running (max_task_retries=-1);
+    # once restarts run out, calls fail with ActorDiedError and the worker is reported dead.
+    worker_cls = ray.remote(RolloutWorker).options(num_cpus=1, max_restarts=cfg.max_restarts, max_task_retries=-1)
+    workers = [worker_cls.remote(i, cfg, ps_name, replay_name) for i in range(cfg.num_workers)]
+    actors += workers
+    ray.get(published)  # a learner that cannot start (no GPU, bad config) fails the run here
+    progress = Progress(workers=workers, alive=set(range(cfg.num_workers)))
+    pending = {w.collect.remote(cfg.chunk): i for i, w in enumerate(workers)}
+    events, returns = [], []
+    per_worker, versions, incarnation = [0] * cfg.num_workers, [-1] * cfg.num_workers, [None] * cfg.num_workers
+    learner_ref, window = None, None  # window: (time, steps, updates) at the learner's first result
+    last_update = (0.0, 0)  # (time, updates) of the newest learner result
+
+    def done() -> bool:
+        if progress.steps >= cfg.total_steps:
+            return True
+        return (cfg.max_learning_seconds is not None and window is not None
+                and time.perf_counter() - window[0] >= cfg.max_learning_seconds)
+
+    while pending or learner_ref is not None:
+        if learner_ref is None and not done() and progress.steps >= cfg.learning_starts:
+            learner_ref = learner.train.remote(cfg.updates_per_call)
+        waiting = list(pending) + ([learner_ref] if learner_ref is not None else [])
+        [ref], _ = ray.wait(waiting, num_returns=1)
+        now = time.perf_counter()
+        if ref == learner_ref:
+            stats = ray.get(ref)
+            progress.updates = stats["updates"]
+            last_update = (now, stats["updates"])
+            if window is None:
+                window = (now, progress.steps, stats["updates"])
+            learner_ref = None if done() else learner.train.remote(cfg.updates_per_call)
+        else:
+            i = pending.pop(ref)
+            try:
+                stats = ray.get(ref)
+            except ActorUnavailableError:  # unreachable for a moment (restarting, network): ask again
+                pending[workers[i].collect.remote(cfg.chunk)] = i
+                continue
+            except ActorDiedError as err:  # killed for good or out of restarts: report it, go on without it
+                progress.alive.discard(i)
+                events.append({"worker": i, "event": "died", "at_step": progress.steps, "error": str(err)[:200]})
+                if not progress.alive:
+                    raise RuntimeError(f"all {cfg.num_workers} rollout workers died: {events}") from err
+                continue
+            # a restart shows as a new process (or, before its first reply, as a restarted one)
+            if stats["incarnation"] != incarnation[i] and (incarnation[i] is not None or stats["restarted"]):
+                events.append({"worker": i, "event": "restarted", "at_step": progress.steps})
+            incarnation[i], versions[i] = stats["incarnation"], stats["version"]
+            progress.steps += stats["steps"]
+            per_worker[i] += stats["steps"]
+            returns += stats["returns"]
+            if not done():
+                pending[workers[i].collect.remote(cfg.chunk)] = i
+        progress.elapsed = now - t_start
+        if callback is not None:
+            callback(progress)
+
+    t_end = time.perf_counter()
+    summary = {"workers": cfg.num_workers, "steps": progress.steps, "updates": progress.updates,
+               "seconds": t_end - t_start, "steps_per_worker": per_worker, "worker_weight_versions": versions,
+               "episodes": len(returns), "last_returns": returns[-10:], "events": events,
+               "dead_workers": sorted(set(range(cfg.num_workers)) - progress.alive),
+               "epsilons": worker_epsilons(cfg.num_workers, cfg.eps_base, cfg.eps_alpha, cfg.epsilon),
+               "learner_gpus": gpus, **{f"learner_{k}": v for k, v in ray.get(learner.describe.remote()).items()},
+               "replay": ray.get(replay.stats.remote())}
+    if window is not None and last_update[0] > window[0]:  # rates need a learner result after the first one
+        summary["window_s"] = t_end - window[0]
+        summary["ingest_steps_per_s"] = (progress.steps - window[1]) / (t_end - window[0])
+        summary["updates_per_s"] = (last_update[1] - window[2]) / (last_update[0] - window[0])
+    summary["weights_version"] = ray.get(ps.latest.remote())[0]
+    if cfg.eval_episodes > 0:
+        evaluator = ray.remote(Evaluator).options(num_cpus=1).remote(cfg, ps_name)
+        actors.append(evaluator)
+        summary["weights_version"] = ray.get(learner.publish.remote())  # evaluate the final network
+        summary["eval"] = ray.get(evaluator.evaluate.remote(cfg.eval_episodes))
+    return summary
+
+
+# -- CLI ------------------------------------------------------------------------------------------------
+
+
+def _parse_bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        return text.lower() in ("1", "true", "yes", "on")
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[DistConfig, argparse.Namespace]:
+    p = argparse.ArgumentParser(prog="python -m dqn_course.distributed", description=__doc__.split("\n")[0])
+    p.add_argument("--address", default=None, help="join the Ray cluster at HOST:PORT (default: local Ray)")
+    p.add_argument("--workers", type=int, default=DistConfig.num_workers, help="rollout workers")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    skip = {"num_workers", "epsilon", "max_learning_seconds", "max_episode_steps"}
+    for f in dataclasses.fields(DistConfig):
+        if f.name in skip:
+            continue
+        kind = {"int": int, "float": float, "str": str, "bool": _parse_bool}[str(f.type)]
+        p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, default=f.default)
+    for name in ("epsilon", "max_learning_seconds"):
+        p.add_argument("--" + name.replace("_", "-"), dest=name, type=float, default=None)
+    p.add_argument("--max-episode-steps", dest="max_episode_steps", type=int, default=None)
+    args = p.parse_args(argv)
+    fields = {f.name for f in dataclasses.fields(DistConfig)}
+    cfg = DistConfig(num_workers=args.workers, **{k: v for k, v in vars(args).items() if k in fields})
+    return cfg, args
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg, args = parse_args(argv)
+    summary = run(cfg, address=args.address)
+    if args.json:
+        print(json.dumps(summary))
+        return
+    rate = (f"{summary['ingest_steps_per_s']:,.0f} env steps/s ingested, {summary['updates_per_s']:,.1f} updates/s "
+            f"while learning" if "ingest_steps_per_s" in summary else "too short to time while learning")
+    print(f"done: {summary['steps']:,} steps from {cfg.num_workers} worker(s), {summary['updates']:,} updates "
+          f"on {summary['learner_device']} in {summary['seconds']:.0f} s ({rate}); {summary['episodes']} games, "
+          f"{len(summary['events'])} worker restarts or deaths, dead: {summary['dead_workers'] or 'none'}")
+    if "eval" in summary:
+        print(f"evaluation of weights version {summary['eval']['version']}: mean return "
+              f"{np.mean(summary['eval']['returns']):.1f} over {len(summary['eval']['returns'])} games")
+
+
+if __name__ == "__main__":
+    main()

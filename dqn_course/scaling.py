@@ -1,0 +1,117 @@
+"""Scaling out on Ray, measured: env steps/s and updates/s of the single-process loop and of ``distributed.run``.
+
+Shared by ``benchmarks/ray_scaling.py`` and notebook 10, so both time the same things the same way:
+
+- ``time_single_process``: ``train.train`` over a fixed number of agent steps after learning starts
+  (one env, one update per 4 agent steps, acting and learning in turn in one process);
+- ``time_ray``: ``distributed.run`` with N rollout workers, timed for a number of seconds after the
+  learner's first update (workers and learner each as fast as they can).
+
+"env steps/s" counts transitions that reached the replay memory, "updates/s" gradient steps.
+"""
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+
+import torch
+
+from dqn_course.distributed import DistConfig, run
+from dqn_course.train import PRESETS, train
+
+BATCH = 32
+HELPS = 1.15  # a step up in workers "helps" when it ingests at least 15% more env steps/s
+
+
+def worker_counts(cores: int) -> list[int]:
+    """1 and 2 workers always; 4, 8, 16, ... while a core is left for the learner."""
+    return [1, 2] + [n for n in (4, 8, 16, 32, 64) if n + 1 <= cores]
+
+
+def time_single_process(warmup: int, window: int, buffer: int) -> dict:
+    """The ``train`` loop over ``window`` agent steps after ``warmup``: its env steps/s and updates/s."""
+    with tempfile.TemporaryDirectory() as out:
+        cfg = dataclasses.replace(PRESETS["breakout"], total_steps=warmup + window, learning_starts=warmup,
+                                  buffer_size=buffer, batch_size=BATCH, eval_every=10**9, checkpoint_every=10**9,
+                                  prefault=False, progress=False, out_dir=out)
+        r = train(cfg)
+    steps_per_s = r["learning_steps_per_s"]
+    learning_s = (r["steps"] - warmup) / steps_per_s
+    return {"layout": "train (single process)", "workers": 1, "env_steps_per_s": steps_per_s,
+            "updates_per_s": r["updates"] / learning_s, "window_s": learning_s, "updates": r["updates"],
+            "device": r["device"], "learner_threads": torch.get_num_threads()}
+
+
+def time_ray(workers: int, warmup: int, seconds: float, buffer: int) -> dict:
+    """``distributed.run`` with ``workers`` rollout workers, timed for ``seconds`` once the learner runs."""
+    cfg = DistConfig(num_workers=workers, total_steps=10**12, max_learning_seconds=seconds, learning_starts=warmup,
+                     buffer_size=buffer, batch_size=BATCH, eval_episodes=0, seed=0)
+    r = run(cfg)
+    return {"layout": "ray", "workers": workers, "env_steps_per_s": r["ingest_steps_per_s"],
+            "updates_per_s": r["updates_per_s"], "window_s": r["window_s"], "updates": r["updates"],
+            "device": r["learner_device"], "learner_threads": r["learner_threads"],
+            "steps_per_worker": r["steps_per_worker"], "events": r["events"]}
+
+
+def best_rounds(rows: list[dict]) -> list[dict]:
+    """Per layout (in first-seen order) the round that ingested the most env steps/s.
+
+    On a shared machine other work only ever slows a round down, so the best round is the least
+    disturbed one (the same rule as ``bench.sampling_rates``); each kept row says how many it beat.
+    """
+    best: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["layout"], r["workers"])
+        if key not in best or r["env_steps_per_s"] > best[key]["env_steps_per_s"]:
+            best[key] = r
+    for key, r in best.items():
+        r["rounds"] = sum((x["layout"], x["workers"]) == key for x in rows)
+    return list(best.values())
+
+
+def add_ratios(rows: list[dict]) -> None:
+    """Each row over the single-process loop measured in this run, and the replay ratio (samples per step)."""
+    base = rows[0]
+    for r in rows:
+        r["steps_vs_train"] = r["env_steps_per_s"] / base["env_steps_per_s"]
+        r["updates_vs_train"] = r["updates_per_s"] / base["updates_per_s"]
+        r["samples_per_step"] = r["updates_per_s"] * BATCH / r["env_steps_per_s"]
+
+
+def verdict(rows: list[dict], cores: int) -> str:
+    """Where adding workers stops helping, in words, from this run's numbers."""
+    ray_rows = [r for r in rows if r["layout"] == "ray"]
+    one = ray_rows[0]
+    lines = [f"Ray with 1 worker: {one['steps_vs_train']:.2f}x the single-process loop's env steps/s and "
+             f"{one['updates_vs_train']:.2f}x its updates/s (acting and learning no longer wait for each other)."]
+    stop = None
+    for a, b in zip(ray_rows, ray_rows[1:]):
+        steps, updates = b["env_steps_per_s"] / a["env_steps_per_s"], b["updates_per_s"] / a["updates_per_s"]
+        lines.append(f"{a['workers']} -> {b['workers']} workers: {steps:.2f}x env steps/s, {updates:.2f}x updates/s.")
+        if stop is None and (steps < HELPS or updates < 1 / HELPS):
+            stop = (b["workers"], steps, updates)
+    if stop is None:
+        lines.append(f"Up to {ray_rows[-1]['workers']} workers, each step added at least {HELPS - 1:.0%} env steps/s "
+                     f"and cost the learner less than {1 - 1 / HELPS:.0%} of its updates/s: these {cores} cores had "
+                     f"room.")
+        return "\n".join(lines)
+    n, steps, updates = stop
+    what = []
+    if steps < HELPS:
+        what.append(f"changes env steps/s by {steps - 1:+.0%}")
+    if updates < 1 / HELPS:
+        what.append(f"costs the learner {1 - updates:.0%} of its updates/s")
+    lines.append(f"On these {cores} cores adding workers stops helping at {n} workers: that step {' and '.join(what)}. "
+                 f"{n} workers and the learner want {n + 1} cores; past {cores} they take turns on the same ones.")
+    return "\n".join(lines)
+
+
+def format_table(rows: list[dict]) -> str:
+    head = (f"{'layout':<24} {'workers':>7} {'env steps/s':>12} {'updates/s':>10} {'steps/s vs train':>17} "
+            f"{'updates/s vs train':>19} {'samples/step':>13} {'learner threads':>16}")
+    out = [head, "-" * len(head)]
+    for r in rows:
+        out.append(f"{r['layout']:<24} {r['workers']:>7} {r['env_steps_per_s']:>12,.0f} {r['updates_per_s']:>10,.1f} "
+                   f"{r['steps_vs_train']:>16.2f}x {r['updates_vs_train']:>18.2f}x {r['samples_per_step']:>13.1f} "
+                   f"{r['learner_threads']:>16}")
+    return "\n".join(out)

@@ -1,0 +1,48 @@
+"""Notebook 10: its self-check (right passes, wrong raises with a hint, None only prints), against a real chunk."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dqn_course import checks
+from dqn_course.distributed import Chunk
+
+FRAME = 84 * 84
+RIGHT = (4 + checks.CHUNK_STEPS) * FRAME
+
+
+def test_chunk_bytes_right(capsys):
+    assert checks.check_chunk_bytes(RIGHT) is True
+    assert checks.check_chunk_bytes(float(RIGHT)) is True
+    assert capsys.readouterr().out.startswith("✓")
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (100 * FRAME, "add its 4 frames"),
+    (101 * FRAME, "stack of 4 frames, not one"),
+    (100 * 2 * 4 * FRAME, "s and s' as full stacks"),
+    (100 * 4 * FRAME, "one full stack per step"),
+    (100 * 5 * FRAME, "folded 5-frame"),
+    (4 * RIGHT, "not float32"),
+    (8 * RIGHT, "bits"),
+    (12345, "bytes = "),
+    ("733824", "should be a number"),
+    (True, "should be a number"),
+])
+def test_chunk_bytes_wrong(answer, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_chunk_bytes(answer)
+
+
+def test_chunk_bytes_unanswered(capsys):
+    assert checks.check_chunk_bytes(None) is None
+    assert "Not answered yet" in capsys.readouterr().out
+
+
+def test_the_answer_is_what_a_real_chunk_carries():
+    """The arithmetic matches ``Chunk``'s own pixel arrays for 100 chained mid-game transitions."""
+    frames = np.random.default_rng(0).integers(0, 256, (104, 84, 84), dtype=np.uint8)
+    stacks = [frames[i:i + 4] for i in range(101)]
+    transitions = [(stacks[i], 0, 0.0, stacks[i + 1], False, False) for i in range(100)]
+    chunk = Chunk.from_transitions(0, transitions)
+    assert chunk.first_state.nbytes + chunk.frames.nbytes + chunk.reset_states.nbytes == RIGHT

@@ -1,0 +1,279 @@
+"""dqn_course.distributed on local Ray with tiny sizes: chunks, the replay actor, weights, a killed worker, cleanup.
+
+One Ray session serves the whole module (starting Ray costs several seconds); the last test closes it and
+checks that no Ray process and no temporary folder is left behind (the fixture checks again at teardown).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+import ray
+import torch
+
+from dqn_course.agent import DQNAgent
+from dqn_course.distributed import (Chunk, DistConfig, Learner, ParameterServer, RaySession, ReplayServer,
+                                    RolloutWorker, parse_args, run, weights_to_numpy, worker_epsilons)
+from dqn_course.envs import make_breakout
+from dqn_course.scaling import add_ratios, best_rounds, verdict
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = DistConfig(num_workers=1, total_steps=200, buffer_size=600, chunk=20, learning_starts=60, batch_size=8,
+                  push_every=3, updates_per_call=3, prefetch=2, max_episode_steps=25, eval_episodes=0, seed=3)
+
+
+def _ray_tmp_entries() -> set[str]:
+    return {n for n in os.listdir(tempfile.gettempdir()) if "ray" in n.lower()}
+
+
+@pytest.fixture(scope="module")
+def session():
+    before = _ray_tmp_entries()
+    s = RaySession(num_cpus=6, object_store_mb=256)
+    s.tmp_before = before
+    yield s
+    s.close()
+    assert not s.leftovers(), f"Ray left behind: {s.leftovers()}"
+    assert _ray_tmp_entries() - before == set()
+
+
+def play(n: int, seed: int = 0, max_episode_steps: int = 12) -> list[tuple]:
+    """(state, action, reward, next_state, done, episode_end) of random play with short episodes."""
+    env = make_breakout(seed=seed, max_episode_steps=max_episode_steps)
+    state, _ = env.reset()
+    out = []
+    for _ in range(n):
+        action = int(env.action_space.sample())
+        next_state, reward, terminated, truncated, info = env.step(action)
+        end = terminated or truncated
+        out.append((state, action, float(np.sign(reward)), next_state, terminated or info["life_lost"], end))
+        state = env.reset()[0] if end else next_state
+    env.close()
+    return out
+
+
+def assert_same_transitions(batch, transitions) -> None:
+    """A batch from the replay (in order) holds exactly these transitions."""
+    assert len(batch.actions) == len(transitions)
+    np.testing.assert_array_equal(batch.states, np.stack([t[0] for t in transitions]))
+    np.testing.assert_array_equal(batch.next_states, np.stack([t[3] for t in transitions]))
+    np.testing.assert_array_equal(batch.actions, [t[1] for t in transitions])
+    np.testing.assert_array_equal(batch.rewards, np.array([t[2] for t in transitions], np.float32))
+    np.testing.assert_array_equal(batch.dones, np.array([t[4] for t in transitions], np.float32))
+
+
+# -- without Ray -----------------------------------------------------------------------------------------
+
+
+def test_worker_epsilons_follow_apex():
+    eps = worker_epsilons(8)
+    assert eps[0] == pytest.approx(0.4) and eps[-1] == pytest.approx(0.4**8)
+    assert all(a > b for a, b in zip(eps, eps[1:]))
+    assert worker_epsilons(1) == [0.4] and worker_epsilons(3, fixed=0.05) == [0.05] * 3
+    assert worker_epsilons(3, base=0.5, alpha=2.0) == pytest.approx([0.5, 0.25, 0.125])
+    with pytest.raises(ValueError, match="num_workers"):
+        worker_epsilons(0)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(num_workers=0), "num_workers must be a positive integer"),
+    (dict(chunk=2.5), "chunk must be a positive integer"),
+    (dict(learning_starts=5), "learning_starts must be at least"),
+    (dict(buffer_size=20), "buffer_size // num_workers"),
+    (dict(max_learning_seconds=0), "max_learning_seconds"),
+    (dict(max_restarts=-1), "max_restarts"),
+])
+def test_config_refuses_bad_settings(change, message):
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(TINY, **change).validate()
+
+
+def test_chunk_round_trip_and_size():
+    transitions = play(40)
+    assert sum(t[5] for t in transitions) >= 2  # episode ends inside the chunk
+    chunk = Chunk.from_transitions(0, transitions)
+    again = list(chunk.transitions())
+    assert len(again) == len(chunk) == 40
+    for (s, a, r, s2, d, e), (s_, a_, r_, s2_, d_, e_) in zip(transitions, again):
+        np.testing.assert_array_equal(s, s_)
+        np.testing.assert_array_equal(s2, s2_)
+        assert (a, r, d, e) == (a_, r_, d_, e_)
+    stacks = sum(t[0].nbytes + t[3].nbytes for t in transitions)  # s and s' as the single-process memory gets them
+    assert chunk.nbytes < stacks / 4
+
+
+def test_chunk_refuses_broken_streams():
+    transitions = play(6, max_episode_steps=100)
+    with pytest.raises(ValueError, match="at least one"):
+        Chunk.from_transitions(0, [])
+    broken = [transitions[0], transitions[2]]
+    with pytest.raises(ValueError, match="does not start from"):
+        Chunk.from_transitions(0, broken)
+    s, a, r, s2, d, e = transitions[0]
+    with pytest.raises(ValueError, match="shifted by one frame"):
+        Chunk.from_transitions(0, [(s, a, r, s2[::-1].copy(), d, e)])
+
+
+def test_replay_server_holds_back_last_transition_and_cuts_on_restart():
+    replay = ReplayServer(400, 2, seed=0)
+    first = play(30, seed=1, max_episode_steps=100)  # one game, cut mid-episode after 30 steps
+    restarted = play(20, seed=2, max_episode_steps=100)  # what a restarted worker sends: a new game
+    assert replay.add_chunk(Chunk.from_transitions(0, first, new_episode=True)) == 30
+    assert_same_transitions(replay.stream_transitions(0), first[:-1])  # the last one waits for what follows
+    with pytest.raises(ValueError, match="does not continue"):  # without the restart flag: refused, not spliced
+        replay.add_chunk(Chunk.from_transitions(0, restarted))
+    replay = ReplayServer(400, 2, seed=0)
+    replay.add_chunk(Chunk.from_transitions(0, first, new_episode=True))
+    assert replay.add_chunk(Chunk.from_transitions(0, restarted, new_episode=True)) == 50
+    assert_same_transitions(replay.stream_transitions(0), first + restarted[:-1])
+    assert len(replay.stream_transitions(1).actions) == 0
+    with pytest.raises(ValueError, match="streams 0..1"):
+        replay.add_chunk(Chunk.from_transitions(5, first))
+
+
+def _row(layout, workers, steps, updates):
+    return {"layout": layout, "workers": workers, "env_steps_per_s": steps, "updates_per_s": updates}
+
+
+def test_scaling_verdict_names_where_workers_stop_helping():
+    rows = best_rounds([_row("train", 1, 100, 25), _row("ray", 1, 500, 20), _row("ray", 2, 900, 19),
+                        _row("ray", 1, 400, 30), _row("ray", 2, 950, 10), _row("ray", 4, 1000, 19)])
+    assert [(r["workers"], r["env_steps_per_s"], r["rounds"]) for r in rows] == [(1, 100, 1), (1, 500, 2),
+                                                                                  (2, 950, 2), (4, 1000, 1)]
+    add_ratios(rows)
+    assert rows[1]["steps_vs_train"] == 5 and rows[1]["samples_per_step"] == pytest.approx(20 * 32 / 500)
+    text = verdict(rows, cores=2)  # 1 -> 2 workers: 1.90x the steps but half the updates
+    assert "1 -> 2 workers: 1.90x env steps/s, 0.50x updates/s" in text
+    assert "stops helping at 2 workers" in text and "costs the learner 50%" in text
+    rows[2]["updates_per_s"] = 19  # now 1 -> 2 helps; 2 -> 4 adds only 5% steps
+    assert "stops helping at 4 workers: that step changes env steps/s by +5%" in verdict(rows, cores=8)
+    assert "Up to 2 workers" in verdict(rows[:3], cores=8) and "had room" in verdict(rows[:3], cores=8)
+
+
+# -- on local Ray ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def roles(session):
+    """A replay actor with 2 streams and a parameter server holding a fresh network (version 0), found by name.
+
+    Shared by the tests below to save process start-ups; each test uses its own stream, and a test that
+    pushes weights checks versions relative to what it found.
+    """
+    replay = ray.remote(ReplayServer).options(name="replay-t", num_cpus=0).remote(TINY.buffer_size, 2, TINY.seed)
+    ps = ray.remote(ParameterServer).options(name="ps-t", num_cpus=0).remote()
+    ray.get(ps.push.remote(0, weights_to_numpy(DQNAgent(4, seed=TINY.seed).q)))
+    yield replay, ps
+    if ray.is_initialized():  # the last test shuts Ray down itself (and a ray call now would start a new Ray)
+        for actor in (replay, ps):
+            ray.kill(actor)
+
+
+def test_worker_transitions_arrive_intact(roles):
+    replay, _ = roles
+    worker = ray.remote(RolloutWorker).options(num_cpus=1).remote(0, TINY, "ps-t", "replay-t")
+    for _ in range(3):
+        ray.get(worker.collect.remote(20))
+    threads = torch.get_num_threads()
+    try:  # the same worker, seeded alike, in this process: the transitions it should have sent
+        replica = RolloutWorker(0, TINY, "ps-t")
+        sent = [t for _ in range(3) for t in replica.rollout(20).transitions()]
+    finally:
+        torch.set_num_threads(threads)
+    assert sum(t[5] for t in sent) >= 2 and sum(t[1] != 0 for t in sent) > 0  # resets and real actions crossed
+    assert ray.get(replay.stats.remote())["received"][0] == 60
+    assert_same_transitions(ray.get(replay.stream_transitions.remote(0)), sent[:-1])
+    ray.kill(worker)
+
+
+def test_learner_weights_reach_workers(roles):
+    replay, ps = roles
+    learner = ray.remote(Learner).options(num_cpus=1).remote(TINY, "replay-t", "ps-t")
+    ray.get(replay.add_chunk.remote(Chunk.from_transitions(1, play(80, seed=4), new_episode=True)))
+    threads = torch.get_num_threads()
+    try:  # a worker in this process: same code path (parameter server, object store), no extra process to start
+        worker = RolloutWorker(0, TINY, "ps-t")
+        worker.rollout(5)
+        start_version, start_digest = worker.weights_info()
+        assert (start_version, ray.get(ps.latest.remote(start_version))) == (0, None)
+        stats = ray.get(learner.train.remote(3))  # push_every=3: the third update pushes version 3
+        assert stats["updates"] == 3 and np.isfinite(stats["loss"])
+        version, digest = ray.get(learner.weights_info.remote())
+        assert version == 3 and digest != start_digest
+        worker.rollout(TINY.max_episode_steps)  # crosses an episode start, where a worker pulls
+        assert worker.weights_info() == (3, digest)
+    finally:
+        torch.set_num_threads(threads)
+    ray.kill(learner)
+
+
+def test_killed_workers_are_restarted_or_reported(session):
+    cfg = dataclasses.replace(TINY, num_workers=2, total_steps=400, buffer_size=1_000, max_restarts=1)
+    kills = {}
+
+    def chaos(progress):
+        if "restart" not in kills and progress.steps >= 100:
+            kills["restart"] = progress.steps
+            ray.kill(progress.workers[0], no_restart=False)  # a crash: Ray restarts it
+        elif "dead" not in kills and progress.steps >= 160:
+            kills["dead"] = progress.steps
+            ray.kill(progress.workers[1])  # gone for good: must be reported, and the run goes on
+
+    summary = run(cfg, callback=chaos)
+    assert set(kills) == {"restart", "dead"}
+    events = [(e["worker"], e["event"]) for e in summary["events"]]
+    assert events.count((0, "restarted")) == 1 and events.count((1, "died")) == 1 and len(events) == 2
+    assert summary["dead_workers"] == [1]
+    assert summary["steps"] >= cfg.total_steps and summary["steps_per_worker"][0] > kills["dead"]
+    # every reported step is in the replay; a chunk stored just before its worker died may be there unreported
+    for received, reported in zip(summary["replay"]["received"], summary["steps_per_worker"]):
+        assert received - reported in (0, cfg.chunk)
+    # the learner's pushes reached the (restarted) worker: it acts with a version newer than the initial one
+    assert summary["updates"] >= cfg.push_every and summary["worker_weight_versions"][0] > 0
+
+
+JOIN = """
+import json, sys
+import ray
+from dqn_course.distributed import RaySession, worker_epsilons
+
+with RaySession(address=sys.argv[1]) as session:
+    remote_epsilons = ray.remote(worker_epsilons).remote(2)  # runs in the cluster, on the shipped package
+    print(json.dumps({"cpus": ray.cluster_resources()["CPU"], "epsilons": ray.get(remote_epsilons),
+                      "temp_dir": session.temp_dir}))
+"""
+
+
+def test_session_joins_a_running_cluster_and_leaves_it_running(session, roles):
+    """``address=`` (the CLI's ``--address``) connects to an existing cluster, here the tests' own local one."""
+    out = subprocess.run([sys.executable, "-c", JOIN, ray.get_runtime_context().gcs_address], capture_output=True,
+                         text=True, cwd=REPO, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    joined = json.loads(out.stdout.strip().splitlines()[-1])
+    assert joined == {"cpus": 6.0, "epsilons": worker_epsilons(2), "temp_dir": None}
+    assert ray.get(roles[1].latest.remote())[0] >= 0  # the cluster outlived the visitor's close()
+
+
+def test_cli_flags_become_the_config():
+    cfg, args = parse_args(["--workers", "3", "--total-steps", "500", "--double", "true", "--epsilon", "0.1",
+                            "--max-learning-seconds", "30", "--address", "10.0.0.1:6379", "--json"])
+    assert cfg == dataclasses.replace(DistConfig(), num_workers=3, total_steps=500, double=True, epsilon=0.1,
+                                      max_learning_seconds=30.0)
+    assert args.address == "10.0.0.1:6379" and args.json
+    with pytest.raises(SystemExit):
+        parse_args(["--double", "maybe"])
+
+
+def test_close_leaves_no_process_or_folder(session):
+    """Runs last: shutting the module's session down leaves no Ray process and nothing new in /tmp."""
+    assert ray.is_initialized() and session.leftovers()  # live processes and the session folder, before
+    session.close()
+    assert not ray.is_initialized()
+    assert session.leftovers() == []
+    assert _ray_tmp_entries() - session.tmp_before == set()
