@@ -39,8 +39,12 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 import psutil
-import ray
-from ray.exceptions import ActorDiedError, ActorUnavailableError
+
+try:
+    import ray
+    from ray.exceptions import ActorDiedError, ActorUnavailableError
+except ImportError as e:  # Ray is the "distributed" extra
+    raise ImportError('dqn_course.distributed needs Ray: pip install "dqn-course[distributed]"') from e
 
 from dqn_course.envs import make_breakout
 from dqn_course.replay import Batch, MultiStreamMemory
