@@ -1,8 +1,8 @@
-"""Notebook 08's helpers: trees filled alike and a small PER-vs-uniform run on CartPole.
+"""Notebook 08's helpers: trees filled alike, interleaved step timing, a small PER-vs-uniform run on CartPole.
 
 The learning comparison needs vector observations, which the frame-sharing memories do not take, so
 ``VectorReplay`` is a plain numpy ring for (obs, action, reward, next_obs, done) with the course's
-``SumTree`` and ``importance_weights`` on top (nothing of the tree is re-implemented here).
+``CompiledSumTree`` and ``importance_weights`` on top (nothing of the tree is re-implemented here).
 ``run_cartpole`` trains a tiny MLP Q-network with it, uniform or prioritized, and returns the
 episode returns: a demonstration that PER plugs into a learner, not a benchmark of PER.
 """
@@ -12,28 +12,40 @@ import time
 
 import numpy as np
 
-from dqn_course.per import PerItemSumTree, SumTree, beta_at, importance_weights
+from dqn_course.per import CompiledSumTree, PerItemSumTree, SumTree, beta_at, importance_weights
 
 
-def filled_trees(capacity: int, seed: int = 0) -> tuple[np.ndarray, SumTree, PerItemSumTree]:
-    """Random priorities and both trees holding them.
+def filled_trees(capacity: int, seed: int = 0) -> tuple[np.ndarray, dict]:
+    """Random priorities and every tree holding them: ``{"per_item": ..., "numpy": ..., "compiled": ...}``.
 
-    The per-item tree is built bottom-up with numpy (its ``update`` would walk 1M leaves in Python);
-    its node layout is the one ``PerItemSumTree`` uses: node n has children 2n and 2n+1, leaf i is node
-    ``size + i``.
+    The per-item tree is not filled through its own ``update`` (that would walk 1M leaves in
+    Python): it has the compiled tree's node layout (node n has children 2n and 2n+1, leaf i is node
+    ``size + i``), so it starts from a copy of the compiled tree's nodes.
     """
     priorities = np.random.default_rng(seed).random(capacity) + 0.01
-    fast = SumTree(capacity)
-    fast.update(np.arange(capacity), priorities)
-    slow = PerItemSumTree(capacity)
-    nodes = np.zeros(2 * slow.size)
-    nodes[slow.size:slow.size + capacity] = priorities
-    level = slow.size
-    while level > 1:
-        nodes[level // 2:level] = nodes[level:2 * level:2] + nodes[level + 1:2 * level:2]
-        level //= 2
-    slow.tree = nodes.tolist()
-    return priorities, fast, slow
+    trees = {"per_item": PerItemSumTree(capacity), "numpy": SumTree(capacity), "compiled": CompiledSumTree(capacity)}
+    for kind in ("numpy", "compiled"):
+        trees[kind].update(np.arange(capacity), priorities)
+    trees["per_item"].tree = trees["compiled"].nodes.tolist()
+    return priorities, trees
+
+
+def interleaved_ms(fns: dict, seconds: float) -> dict[str, float]:
+    """Median milliseconds per call of each function, called in turn one call at a time (warm-up first).
+
+    For calls of tens of milliseconds on a shared machine: a burst of other work lands on both
+    functions alike, and the median ignores the calls it stretched.
+    """
+    for fn in fns.values():
+        fn()
+    times = {name: [] for name in fns}
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: 1000 * float(np.median(t)) for name, t in times.items()}
 
 
 class VectorReplay:
@@ -48,7 +60,7 @@ class VectorReplay:
         self.rewards = np.zeros(capacity, np.float32)
         self.dones = np.zeros(capacity, np.float32)
         self.head = self.size = 0
-        self.tree = SumTree(capacity) if prioritized else None
+        self.tree = CompiledSumTree(capacity) if prioritized else None
         self.max_priority = 1.0
         self.rng = np.random.default_rng(seed)
 

@@ -7,7 +7,7 @@ import pytest
 from dqn_course import checks
 from dqn_course.per import importance_weights
 from dqn_course.bench import calls_per_second
-from dqn_course.per_demo import VectorReplay, filled_trees, run_cartpole
+from dqn_course.per_demo import VectorReplay, filled_trees, interleaved_ms, run_cartpole
 
 P = np.array(checks.IS_PROBABILITIES)
 N, BETA = checks.IS_N, checks.IS_BETA
@@ -46,18 +46,32 @@ def test_is_weights_unanswered(capsys):
 
 
 def test_filled_trees_agree():
-    priorities, fast, slow = filled_trees(1_000, seed=3)
-    assert np.isclose(fast.total, priorities.sum()) and np.isclose(slow.total, priorities.sum())
-    masses = np.random.default_rng(0).random(500) * fast.total
-    assert [slow.find_one(m) for m in masses] == fast.find(masses).tolist()
-    slow.update([5], [0.0])  # the bottom-up build left a tree its own update keeps consistent
+    priorities, trees = filled_trees(1_000, seed=3)
+    assert sorted(trees) == ["compiled", "numpy", "per_item"]
+    assert all(np.isclose(t.total, priorities.sum()) for t in trees.values())
+    masses = np.random.default_rng(0).random(500) * priorities.sum()
+    slow = trees["per_item"]
+    for kind in ("numpy", "compiled"):
+        assert [slow.find_one(m) for m in masses] == trees[kind].find(masses).tolist()
+    slow.update([5], [0.0])  # the copied nodes make a tree its own update keeps consistent
     assert np.isclose(slow.total, priorities.sum() - priorities[5])
+    assert trees["compiled"].nodes[trees["compiled"].size + 5] == priorities[5]  # a copy, not shared
 
 
 def test_calls_per_second_counts_calls():
     calls = []
     r = calls_per_second(lambda: calls.append(1), 0.03, rounds=3)
     assert r > 0 and len(calls) > 3
+
+
+def test_interleaved_ms_takes_turns_and_reports_medians():
+    import time
+
+    calls = []
+    ms = interleaved_ms({"slow": lambda: (calls.append("slow"), time.sleep(0.004)),
+                         "fast": lambda: calls.append("fast")}, 0.05)
+    assert calls[:4] == ["slow", "fast", "slow", "fast"] and calls.count("slow") == calls.count("fast")
+    assert ms["slow"] >= 4.0 > ms["fast"]
 
 
 def test_vector_replay_uniform_and_prioritized():
