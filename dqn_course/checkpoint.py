@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dqn_course.storage import parse_rng_state, rng_state_array
+
 MAGIC = b"DQNCKPT\n"
 FORMAT_VERSION = 1
 _ALIGN = 64
@@ -113,16 +115,16 @@ def _read_header(f, path: Path, size: int) -> tuple[dict, list[dict], int]:
     header_len = int(np.frombuffer(prefix, "<u8", 1, len(MAGIC) + 8)[0])
     if _PREFIX + header_len > size:
         raise CheckpointError(f"{path} is truncated: {size:,} bytes, but its header alone needs {_PREFIX + header_len:,}")
-    try:
+    try:  # parsed before the SHA-256 is checked, so any damage here must still end as a CheckpointError
         header = json.loads(f.read(header_len))
-        entries = header["arrays"]
-    except (ValueError, KeyError) as e:
-        raise CheckpointError(f"{path} has a corrupt header ({e})") from None
-    end = _aligned(max([_PREFIX + header_len] + [e["offset"] + e["nbytes"] for e in entries]))
+        meta, entries = header["meta"], header["arrays"]
+        end = _aligned(max([_PREFIX + header_len] + [int(e["offset"]) + int(e["nbytes"]) for e in entries]))
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{path} has a corrupt header ({type(e).__name__}: {e})") from None
     if size != end + _DIGEST:
         raise CheckpointError(f"{path} is {'truncated' if size < end + _DIGEST else 'too long'}: {size:,} bytes, "
                               f"its header says {end + _DIGEST:,}")
-    return header["meta"], entries, end
+    return meta, entries, end
 
 
 def read_checkpoint(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict]:
@@ -157,6 +159,11 @@ def checkpoint_path(directory: str | os.PathLike, step: int) -> Path:
     return Path(directory) / f"state-{step:010d}.ckpt"
 
 
+def checkpoint_step(path: str | os.PathLike) -> int:
+    """The step in a ``state-<step>.ckpt`` name."""
+    return int(Path(path).stem.split("-")[1])
+
+
 def list_checkpoints(directory: str | os.PathLike) -> list[Path]:
     """Training-state checkpoints in ``directory``, oldest first (by the step in their name)."""
     return sorted(Path(directory).glob("state-*.ckpt"))
@@ -186,23 +193,21 @@ def latest_checkpoint(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], d
     raise CheckpointError(f"every checkpoint in {path} was refused:\n  " + "\n  ".join(errors))
 
 
-def prune_checkpoints(directory: str | os.PathLike, keep: int) -> None:
-    """Delete all but the newest ``keep`` checkpoints (and stale ``.tmp`` files of killed writes)."""
-    for old in list_checkpoints(directory)[:-keep] if keep > 0 else []:
+def prune_checkpoints(directory: str | os.PathLike, keep: int, step: int) -> None:
+    """After writing the checkpoint of ``step``: keep it and the ``keep - 1`` before it (``keep=0``: all).
+
+    Checkpoints of later steps are deleted: they belong to the timeline a resume from an earlier
+    checkpoint abandoned (or were refused), and a later ``--resume`` of the folder must not pick them.
+    Stale ``.tmp`` files of killed writes go too.
+    """
+    kept = [p for p in list_checkpoints(directory) if checkpoint_step(p) <= step]
+    for old in [p for p in list_checkpoints(directory) if checkpoint_step(p) > step] + (kept[:-keep] if keep else []):
         old.unlink()
     for tmp in Path(directory).glob("state-*.ckpt.tmp"):
         tmp.unlink()
 
 
 # -- the training state -----------------------------------------------------------------------------------------
-
-def _generator_state(rng: np.random.Generator) -> np.ndarray:
-    return np.frombuffer(json.dumps(rng.bit_generator.state).encode(), np.uint8)
-
-
-def _set_generator_state(rng: np.random.Generator, data: np.ndarray) -> None:
-    rng.bit_generator.state = json.loads(data.tobytes())
-
 
 def _torch_arrays(prefix: str, state: dict) -> dict[str, np.ndarray]:
     return {f"{prefix}/{k}": v.detach().cpu().numpy() for k, v in state.items()}
@@ -229,7 +234,7 @@ def training_state(agent, memory, counters: dict, config: dict) -> tuple[dict[st
     opt = agent.optimizer.state_dict()
     for index, slots in opt["state"].items():
         arrays.update(_torch_arrays(f"agent/optimizer/{index}", slots))
-    arrays["rng/agent"] = _generator_state(agent.rng)
+    arrays["rng/agent"] = rng_state_array(agent.rng)
     arrays["rng/torch"] = torch.get_rng_state().numpy()
     if torch.cuda.is_available():
         for i, s in enumerate(torch.cuda.get_rng_state_all()):
@@ -257,12 +262,18 @@ def restore_training_state(arrays: dict[str, np.ndarray], meta: dict, agent, mem
     agent.optimizer.load_state_dict({
         "state": {int(i): _torch_state(arrays, f"agent/optimizer/{i}") for i in meta["optimizer_state_keys"]},
         "param_groups": groups})
-    _set_generator_state(agent.rng, arrays["rng/agent"])
+    try:
+        agent.rng.bit_generator.state = parse_rng_state(agent.rng, arrays["rng/agent"])
+    except ValueError as e:
+        raise CheckpointError(f"the agent's generator state does not fit: {e}") from None
     torch.set_rng_state(torch.from_numpy(np.array(arrays["rng/torch"])))
     cuda = sorted(k for k in arrays if k.startswith("rng/cuda"))
     if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all([torch.from_numpy(np.array(arrays[k])) for k in cuda])
-    memory.load_state_dict({k[len("replay/"):]: v for k, v in arrays.items() if k.startswith("replay/")})
+    try:
+        memory.load_state_dict({k[len("replay/"):]: v for k, v in arrays.items() if k.startswith("replay/")})
+    except ValueError as e:  # a memory of another shape or kind: say so as a refused checkpoint
+        raise CheckpointError(f"the saved replay memory does not fit this one: {e}") from None
     if replay_digest(memory) != meta["replay_digest"]:
         raise CheckpointError("the restored replay memory does not sample what the saved one did "
                               "(its digest differs): refusing to resume from it")

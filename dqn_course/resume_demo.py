@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from dqn_course.bench import FramePool, fill
-from dqn_course.checkpoint import list_checkpoints, read_checkpoint, write_checkpoint
+from dqn_course.checkpoint import checkpoint_step, list_checkpoints, read_checkpoint, write_checkpoint
 from dqn_course.replay import FrameSharingMemory, NaiveDequeMemory
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -89,8 +89,7 @@ def run(out_dir: str | os.PathLike, *args: str, timeout: float = 900) -> subproc
 
 def newest_step(out_dir: str | os.PathLike) -> int:
     """The step of the newest ``state-<step>.ckpt`` in ``out_dir``, -1 if there is none yet."""
-    out = Path(out_dir)
-    return max((int(p.stem.split("-")[1]) for p in list_checkpoints(out)), default=-1) if out.exists() else -1
+    return max((checkpoint_step(p) for p in list_checkpoints(out_dir)), default=-1)
 
 
 def wait_for_checkpoint(proc: subprocess.Popen, out_dir: str | os.PathLike, min_step: int,

@@ -32,7 +32,6 @@ from dqn_course.checkpoint import (CheckpointError, checkpoint_path, latest_chec
                                    restore_training_state, training_state, write_checkpoint)
 from dqn_course.device import pick_device
 from dqn_course.envs import make_breakout, make_vector_envs
-from dqn_course.per import PrioritizedMemory, beta_at
 from dqn_course.profiling import rss_bytes
 from dqn_course.replay import MultiStreamMemory
 from dqn_course.watchdog import MemoryWatchdog
@@ -60,12 +59,12 @@ class Config:
     eval_epsilon: float = 0.05
     eval_max_steps: int = 27_000  # agent steps per evaluation game (the ALE's 108k-frame limit)
     checkpoint_every: int = 100_000  # agent steps between checkpoints (agent export + full training state)
-    keep_checkpoints: int = 2  # full training states kept; older ones are deleted once a newer one is written
+    keep_checkpoints: int = 2  # full training states kept (0 = all); older ones go once a newer one is written
     resume: str = ""  # a state-*.ckpt file, or a run folder to resume from its newest good checkpoint
     max_rss_gb: float = 0.0  # memory watchdog: checkpoint and stop when this process's RSS reaches it (0 = off)
     min_available_gb: float = 0.0  # ... or when the machine's available RAM falls to it (0 = off)
     replay_storage: str = "ram"  # replay frames: "ram", "lz4" / "zstd" (compressed in RAM) or "disk" (memmap)
-    replay_path: str = ""  # folder for replay_storage="disk" ("" = <out_dir>/replay)
+    replay_path: str = ""  # folder for replay_storage="disk" ("" = <out_dir>/replay); the run owns its frames-*.u8
     seed: int = 1
     device: str = ""  # "" picks CUDA when available
     num_envs: int = 1  # agent steps are counted across all envs; updates stay one per train_every of them
@@ -116,8 +115,9 @@ def save_checkpoint(path: Path, agent: DQNAgent, cfg: Config, step: int) -> None
     os.replace(tmp, path)
 
 
-# Fields that fix the shape of the saved state: a resume must keep them (the rest, e.g. total_steps, may change).
-RESUME_FIXED = ("buffer_size", "num_envs", "env_backend", "per", "replay_storage", "batch_size", "lr")
+# Fields the saved state depends on (the replay's shape and kind, PER's α, the optimiser's saved lr): a resume
+# must keep them. The rest (total_steps, eval and checkpoint intervals, watchdog limits...) may change.
+RESUME_FIXED = ("buffer_size", "num_envs", "env_backend", "per", "per_alpha", "replay_storage", "lr")
 
 
 def save_training_state(out: Path, agent: DQNAgent, memory, cfg: Config, counters: dict) -> Path:
@@ -125,7 +125,7 @@ def save_training_state(out: Path, agent: DQNAgent, memory, cfg: Config, counter
     arrays, meta = training_state(agent, memory, counters, dataclasses.asdict(cfg))
     path = checkpoint_path(out, counters["step"])
     write_checkpoint(path, arrays, meta)
-    prune_checkpoints(out, cfg.keep_checkpoints)
+    prune_checkpoints(out, cfg.keep_checkpoints, counters["step"])
     return path
 
 
@@ -167,6 +167,8 @@ def replay_storage_args(cfg: Config) -> dict:
     if cfg.replay_storage == "disk":
         folder = Path(cfg.replay_path or Path(cfg.out_dir) / "replay")
         folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.glob("frames-*.u8"):  # left by a killed run of this folder (no finalizer ran)
+            stale.unlink()
         return {"storage": "disk", "path": str(folder)}
     return {"storage": cfg.replay_storage}
 
@@ -197,6 +199,8 @@ def train(cfg: Config) -> dict:
     memory = MultiStreamMemory(cfg.buffer_size, n, obs_shape, seed=cfg.seed, prefault=cfg.prefault,
                                device=device if cfg.replay_on_device else None, **replay_storage_args(cfg))
     if cfg.per:
+        from dqn_course.per import PrioritizedMemory, beta_at  # numba: loaded only by runs that use it
+
         memory = PrioritizedMemory(memory, alpha=cfg.per_alpha, seed=cfg.seed)
     agent = DQNAgent(int(envs.single_action_space.n), device, lr=cfg.lr, gamma=cfg.gamma, double=cfg.double,
                      max_grad_norm=cfg.max_grad_norm, seed=cfg.seed)
@@ -220,6 +224,7 @@ def train(cfg: Config) -> dict:
     losses: deque[float] = deque(maxlen=100)
     returns: deque[float] = deque(maxlen=10)
     learn_start, stopped = None, None
+    saving = 0.0  # seconds spent writing checkpoints, left out of learning_steps_per_s
     t0 = last_t = time.perf_counter()
     first_step = last_step = step
     bar = tqdm(initial=step, total=cfg.total_steps, disable=not cfg.progress, mininterval=1.0, desc="train")
@@ -250,7 +255,7 @@ def train(cfg: Config) -> dict:
 
         if step >= cfg.learning_starts:  # one update per train_every agent steps, summed over the envs
             if learn_start is None:
-                learn_start = (step, time.perf_counter())
+                learn_start = (step, time.perf_counter(), saving)
             # Updates due = multiples of train_every in [learning_starts, step]: with one env, exactly
             # "update when step % train_every == 0"; with n envs, n / train_every per vector step.
             due = step // cfg.train_every - (cfg.learning_starts - 1) // cfg.train_every
@@ -270,8 +275,10 @@ def train(cfg: Config) -> dict:
         stopped = watchdog.check()
         if crossed(before, step, cfg.checkpoint_every) or step >= cfg.total_steps or stopped:
             counters["step"] = step
+            t_save = time.perf_counter()
             save_checkpoint(out / "checkpoint.pt", agent, cfg, step)
             save_training_state(out, agent, memory, cfg, counters)
+            saving += time.perf_counter() - t_save
         bar.update(n)
         if stopped:
             print(f"{stopped}: saved the training state at step {step:,} and stopped; resume with "
@@ -283,9 +290,12 @@ def train(cfg: Config) -> dict:
     eval_log.close()
     envs.close()
     end = time.perf_counter()
-    learning = (step - learn_start[0]) / (end - learn_start[1]) if learn_start and end > learn_start[1] else None
+    # Agent steps per second of acting and learning, checkpoint writes left out (benchmarks compare this).
+    learn_seconds = end - learn_start[1] - (saving - learn_start[2]) if learn_start else 0.0
+    learning = (step - learn_start[0]) / learn_seconds if learn_seconds > 0 else None
     return {"steps": step, "seconds": end - t0, "steps_per_s": (step - first_step) / (end - t0),
-            "learning_steps_per_s": learning, "updates": counters["updates"], "episodes": counters["episodes"],
+            "learning_steps_per_s": learning, "checkpoint_seconds": saving, "updates": counters["updates"],
+            "episodes": counters["episodes"],
             "last_returns": list(returns), "replay_bytes": memory.nbytes, "replay_device": str(memory.device or "host"),
             "rss_bytes": rss_bytes(), "device": str(device), "out_dir": str(out), "resumed_from": resume_step,
             "stopped": stopped}

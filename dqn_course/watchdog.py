@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from dqn_course.profiling import available_bytes, format_bytes, rss_bytes
 
 
-class MemoryWarning(ResourceWarning):
-    """Memory is getting close to a watchdog limit."""
+class MemoryWarning(UserWarning):
+    """Memory is getting close to a watchdog limit (a UserWarning: Python hides ResourceWarnings by default)."""
 
 
 @dataclass

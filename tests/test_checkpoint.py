@@ -134,9 +134,29 @@ def test_prune_keeps_the_newest_and_removes_stale_temporaries(tmp_path):
     for step in range(1, 6):
         write_checkpoint(checkpoint_path(tmp_path, step), {"s": np.array(step)}, {})
     (tmp_path / "state-0000000009.ckpt.tmp").write_bytes(b"half written by a killed run")
-    prune_checkpoints(tmp_path, keep=2)
-    assert [p.name for p in tmp_path.iterdir() if p.is_file()] and sorted(p.name for p in tmp_path.iterdir()) == [
-        "state-0000000004.ckpt", "state-0000000005.ckpt"]
+    prune_checkpoints(tmp_path, keep=2, step=5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state-0000000004.ckpt", "state-0000000005.ckpt"]
+    prune_checkpoints(tmp_path, keep=0, step=5)  # 0 keeps all
+    assert len(list_checkpoints(tmp_path)) == 2
+
+
+def test_prune_drops_the_timeline_a_resume_abandoned(tmp_path):
+    """Resumed from step 2 and saved step 3: the old run's steps 4 and 5 must not win a later resume."""
+    for step in (1, 2, 4, 5):
+        write_checkpoint(checkpoint_path(tmp_path, step), {"s": np.array(step)}, {"step": step})
+    write_checkpoint(checkpoint_path(tmp_path, 3), {"s": np.array(3)}, {"step": 3})
+    prune_checkpoints(tmp_path, keep=2, step=3)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["state-0000000002.ckpt", "state-0000000003.ckpt"]
+    assert latest_checkpoint(tmp_path)[1] == {"step": 3}
+
+
+def test_a_damaged_header_that_still_parses_is_refused_as_corrupt(good_file):
+    data = good_file.read_bytes()
+    damaged = data.replace(b'"arrays"', b'"arrayz"', 1)  # valid JSON, missing key: caught before the SHA-256 check
+    assert damaged != data
+    good_file.write_bytes(damaged)
+    with pytest.raises(CheckpointError, match="corrupt header"):
+        read_checkpoint(good_file)
 
 
 def test_the_header_is_plain_json_a_reader_can_inspect(good_file):

@@ -91,6 +91,9 @@ def test_resume_refuses_a_different_replay_shape(tmp_path):
     assert summary["stopped"]
     with pytest.raises(CheckpointError, match="buffer_size: saved 10000, now 20000"):
         load_resume(quick_config(tmp_path, resume=str(tmp_path), buffer_size=20_000))
+    with pytest.raises(CheckpointError, match="per: saved False, now True; per_alpha: saved 0.6, now 0.5"):
+        load_resume(quick_config(tmp_path, resume=str(tmp_path), per=True, per_alpha=0.5))
+    load_resume(quick_config(tmp_path, resume=str(tmp_path), total_steps=10**6, batch_size=64))  # free to change
 
 
 @pytest.mark.slow
@@ -152,6 +155,9 @@ def test_other_storages_and_prioritized_replay_resume_too(tmp_path, storage, per
     assert first["stopped"] is None and first["updates"] == 540 // 4 - (500 - 1) // 4
     if storage == "disk":
         assert (tmp_path / "replay").is_dir(), "the disk store's file lives in <out_dir>/replay"
+        (tmp_path / "replay" / "frames-killed.u8").write_bytes(b"left by a run killed with SIGKILL")
     resumed = train(quick_config(tmp_path, total_steps=580, replay_storage=storage, per=per, resume=str(tmp_path)))
     assert resumed["resumed_from"] == 540 and resumed["steps"] == 580
     assert resumed["updates"] == 580 // 4 - (500 - 1) // 4
+    if storage == "disk":
+        assert not (tmp_path / "replay" / "frames-killed.u8").exists(), "a killed run's frames file must not pile up"

@@ -1,6 +1,8 @@
 """The memory watchdog: quiet below its limits, one warning near them, a stop message past them."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -62,3 +64,13 @@ def test_the_real_process_trips_a_low_limit():
 def test_bad_settings_are_refused(kwargs):
     with pytest.raises(ValueError):
         MemoryWatchdog(**kwargs)
+
+
+def test_the_warning_shows_under_pythons_default_filters():
+    """Python hides ResourceWarning by default; a memory warning must reach a plain script's stderr."""
+    code = ("from dqn_course import watchdog as wd\n"
+            "wd.rss_bytes = lambda: 95\n"
+            "assert wd.MemoryWatchdog(max_rss_bytes=100).check() is None\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "MemoryWarning: memory watchdog: process RSS 95 B is above 90% of the limit 100 B" in proc.stderr
