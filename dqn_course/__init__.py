@@ -22,6 +22,7 @@
 - ``scaling``    timing the single-process loop against Ray layouts (10)
 - ``checks``     one-call self-checks for the exercises (all)
 """
+import argparse
 import os
 
 __version__ = "0.1.0"
@@ -30,3 +31,12 @@ __version__ = "0.1.0"
 def quick_mode() -> bool:
     """True when DQN_COURSE_QUICK=1: every notebook and benchmark shrinks its workload (CI sets it)."""
     return os.environ.get("DQN_COURSE_QUICK", "0") not in ("", "0", "false", "False")
+
+
+def parse_bool(text: str) -> bool:
+    """A command-line true/false (1/0, yes/no, on/off), for the CLIs' ``--flag true`` options."""
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")

@@ -46,6 +46,7 @@ try:
 except ImportError as e:  # Ray is the "distributed" extra
     raise ImportError('dqn_course.distributed needs Ray: pip install "dqn-course[distributed]"') from e
 
+from dqn_course import parse_bool
 from dqn_course.envs import make_breakout
 from dqn_course.replay import Batch, MultiStreamMemory
 
@@ -663,12 +664,6 @@ def _drive(cfg: DistConfig, callback, actors: list) -> dict:
 # -- CLI ------------------------------------------------------------------------------------------------
 
 
-def _parse_bool(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-        return text.lower() in ("1", "true", "yes", "on")
-    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
-
-
 def parse_args(argv: list[str] | None = None) -> tuple[DistConfig, argparse.Namespace]:
     p = argparse.ArgumentParser(prog="python -m dqn_course.distributed", description=__doc__.split("\n")[0])
     p.add_argument("--address", default=None, help="join the Ray cluster at HOST:PORT (default: local Ray)")
@@ -678,7 +673,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[DistConfig, argparse.Name
     for f in dataclasses.fields(DistConfig):
         if f.name in skip:
             continue
-        kind = {"int": int, "float": float, "str": str, "bool": _parse_bool}[str(f.type)]
+        kind = {"int": int, "float": float, "str": str, "bool": parse_bool}[str(f.type)]
         p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, default=f.default)
     for name in ("epsilon", "max_learning_seconds"):
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=float, default=None)

@@ -190,8 +190,8 @@ class CompressedFrames:
     def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         self.check_state_arrays(arrays)
         blob, offsets = np.asarray(arrays["frames_blob"]), np.asarray(arrays["frames_offsets"])
-        data = blob.tobytes()
-        self._payloads = [self._empty if a == b else data[a:b]
+        data = memoryview(np.ascontiguousarray(blob))  # slices copy each payload once, no whole-blob copy first
+        self._payloads = [self._empty if a == b else data[a:b].tobytes()
                           for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
         self._held = sum(sys.getsizeof(p) for p in self._payloads if p is not self._empty)
 

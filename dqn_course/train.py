@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from dqn_course import parse_bool
 from dqn_course.agent import DQNAgent
 from dqn_course.checkpoint import (CheckpointError, checkpoint_path, latest_checkpoint, prune_checkpoints,
                                    restore_training_state, training_state, write_checkpoint)
@@ -301,20 +302,12 @@ def train(cfg: Config) -> dict:
             "stopped": stopped}
 
 
-def _parse_bool(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes", "on"):
-        return True
-    if text.lower() in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
-
-
 def parse_args(argv: list[str] | None = None) -> Config:
     """``--preset NAME`` then ``--field value`` overrides for any ``Config`` field."""
     parser = argparse.ArgumentParser(prog="python -m dqn_course.train", description=__doc__.split("\n")[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="quick")
     for f in dataclasses.fields(Config):
-        kind = _parse_bool if f.type in (bool, "bool") else {"int": int, "float": float, "str": str}.get(str(f.type), f.type)
+        kind = parse_bool if f.type in (bool, "bool") else {"int": int, "float": float, "str": str}.get(str(f.type), f.type)
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, default=None)
     args = vars(parser.parse_args(argv))
     overrides = {k: v for k, v in args.items() if k != "preset" and v is not None}
