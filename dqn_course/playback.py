@@ -112,17 +112,22 @@ def plot_run(run_dir: str | Path, title: str = "", window: int | None = None):
 # -- checkpoints and play ---------------------------------------------------------------------------------
 
 def load_agent(path: str | Path, device=None) -> tuple[DQNAgent, dict]:
-    """A ``DQNAgent`` with the weights of a ``train.save_checkpoint`` file; also returns its step and config."""
+    """A ``DQNAgent`` playing with the weights of a ``train.save_checkpoint`` file; also returns its step and config.
+
+    The file holds the online network alone (``{"q", "config", "step"}``); the target network is set to
+    the same weights, and no optimiser state is loaded (that lives in ``state-<step>.ckpt``, for resuming).
+    """
     import torch
 
     from dqn_course.agent import DQNAgent
 
     device = torch.device(device) if device is not None else torch.device("cpu")
     state = torch.load(path, map_location=device, weights_only=True)
-    q = state["agent"]["q"]
+    q = state["q"] if "q" in state else state["agent"]["q"]  # (a file from a whole-agent export also loads)
     n_actions, in_channels = q["net.9.weight"].shape[0], q["net.0.weight"].shape[1]
     agent = DQNAgent(n_actions, device, in_channels=in_channels)
-    agent.load_state_dict(state["agent"])
+    agent.q.load_state_dict(q)
+    agent.sync_target()
     agent.q.eval()
     return agent, {"step": int(state["step"]), "config": state["config"]}
 

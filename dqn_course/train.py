@@ -11,6 +11,12 @@ playing) and ``state-<step>.ckpt`` (the whole training state: for resuming) into
     python -m dqn_course.train --preset quick --resume runs/quick        # carry on after a crash or kill -9
     python -m dqn_course.train --preset quick --max-rss-gb 4             # checkpoint and stop before 4 GB
     python -m dqn_course.train --preset quick --replay-storage lz4       # compressed replay frames
+    python -m dqn_course.train --preset breakout-cpu --time-limit 60     # an hour now, --resume later
+
+A run stops cleanly (evaluation at a deadline, the whole state saved at the current step, logs closed,
+the ``--resume`` command printed, exit status 0) at ``--time-limit`` minutes, on SIGINT (Ctrl-C) or
+SIGTERM (``timeout``, a scheduler's preemption), and when the memory watchdog trips. A second signal
+stops at once.
 """
 from __future__ import annotations
 
@@ -18,6 +24,8 @@ import argparse
 import csv
 import dataclasses
 import os
+import shlex
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -35,6 +43,7 @@ from dqn_course.device import pick_device
 from dqn_course.envs import make_breakout, make_vector_envs
 from dqn_course.profiling import rss_bytes
 from dqn_course.replay import MultiStreamMemory
+from dqn_course.stopping import StopRequests
 from dqn_course.watchdog import MemoryWatchdog
 
 
@@ -62,6 +71,7 @@ class Config:
     checkpoint_every: int = 100_000  # agent steps between checkpoints (agent export + full training state)
     keep_checkpoints: int = 2  # full training states kept (0 = all); older ones go once a newer one is written
     resume: str = ""  # a state-*.ckpt file, or a run folder to resume from its newest good checkpoint
+    time_limit: float = 0.0  # minutes of wall time; then evaluate, save the whole state and stop (0 = none)
     max_rss_gb: float = 0.0  # memory watchdog: checkpoint and stop when this process's RSS reaches it (0 = off)
     min_available_gb: float = 0.0  # ... or when the machine's available RAM falls to it (0 = off)
     replay_storage: str = "ram"  # replay frames: "ram", "lz4" / "zstd" (compressed in RAM) or "disk" (memmap)
@@ -82,6 +92,20 @@ class Config:
 PRESETS: dict[str, Config] = {
     "breakout": Config(),
     "breakout-fast": Config(num_envs=8, env_backend="ale", replay_on_device=True, out_dir="runs/breakout-fast"),
+    # A laptop CPU (2 cores, one update of batch 32 takes ~50-70 ms there): the same learning problem, shrunk
+    # to fit hours instead of days. Each change from the Nature settings, and why:
+    # - total_steps 500k (not 10M): ~55 agent steps/s on one core makes 10M steps two days; the
+    #   schedules below are sized so learning shows within the first few hundred thousand steps.
+    # - buffer_size 100k frames (not 1M): 500k steps would fill 1M only half; 100k is 0.7 GB and the
+    #   oldest data it drops is from the exploration phase.
+    # - learning_starts 20k (not 80k) and ε over the first 100k steps (eps_fraction 0.2; Nature: 1M):
+    #   every hour of a CPU run spent acting at random is an hour not learning.
+    # - eval every 50k steps (not 250k), 10 games as in Nature: a curve with ten points; checkpoints
+    #   every 25k steps, so a stopped laptop loses minutes, not an hour.
+    # Unchanged: DQN with a target network synced every 1,000 steps, Huber loss, Adam 1e-4, batch 32,
+    # one update per 4 agent steps, γ 0.99, gradient norm 10, lost life = terminal for learning.
+    "breakout-cpu": Config(total_steps=500_000, buffer_size=100_000, learning_starts=20_000, eps_fraction=0.2,
+                           eval_every=50_000, checkpoint_every=25_000, out_dir="runs/breakout-cpu"),
     "quick": Config(total_steps=3_000, buffer_size=10_000, learning_starts=500, target_sync_every=250,
                     eps_fraction=0.5, eval_every=1_500, eval_episodes=2, eval_max_steps=300, checkpoint_every=1_000,
                     out_dir="runs/quick"),
@@ -109,10 +133,20 @@ def evaluate(agent: DQNAgent, cfg: Config, episodes: int) -> list[float]:
     return returns
 
 
+def evaluate_and_log(agent: DQNAgent, cfg: Config, eval_log: "CsvLog", step: int) -> None:
+    """``cfg.eval_episodes`` evaluation games, their mean and spread written as one row of ``eval.csv``."""
+    r = evaluate(agent, cfg, cfg.eval_episodes)
+    eval_log.write(step=step, mean_return=float(np.mean(r)), std_return=float(np.std(r)), episodes=len(r))
+
+
 def save_checkpoint(path: Path, agent: DQNAgent, cfg: Config, step: int) -> None:
-    """The agent alone, for playing: written to a temporary file, then renamed, so it is never half written."""
+    """The policy alone, for playing: the online network's weights, the config and the step.
+
+    The target network and Adam's state belong to resuming, which ``state-<step>.ckpt`` covers. Written
+    to a temporary file, then renamed, so it is never half written. ``playback.load_agent`` reads it.
+    """
     tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save({"agent": agent.state_dict(), "config": dataclasses.asdict(cfg), "step": step}, tmp)
+    torch.save({"q": agent.q.state_dict(), "config": dataclasses.asdict(cfg), "step": step}, tmp)
     os.replace(tmp, path)
 
 
@@ -229,62 +263,64 @@ def train(cfg: Config) -> dict:
     t0 = last_t = time.perf_counter()
     first_step = last_step = step
     bar = tqdm(initial=step, total=cfg.total_steps, disable=not cfg.progress, mininterval=1.0, desc="train")
-    while step < cfg.total_steps:
-        before, step = step, step + n
-        eps = epsilon_at(step, cfg)
-        actions = agent.act(obs, eps)
-        next_obs, rewards, terminated, truncated, info = envs.step(actions)
-        life_lost = info["lives"] < lives
-        real = ~resetting
-        # Learn from clipped rewards; a lost life is terminal for the target but not for the game.
-        memory.add_batch(obs, actions, np.sign(rewards), next_obs, dones=terminated | life_lost,
-                         episode_ends=terminated | truncated, mask=real)
-        ep_return += rewards * real
-        ep_length += real
-        for i in np.flatnonzero(real & (terminated | truncated)):
-            now = time.perf_counter()
-            returns.append(float(ep_return[i]))
-            counters["episodes"] += 1
-            log.write(step=step, episode_return=returns[-1], episode_length=int(ep_length[i]),
-                      loss=np.mean(losses) if losses else "", epsilon=round(eps, 4),
-                      rss_mb=round(rss_bytes() / 2**20, 1), steps_per_s=round((step - last_step) / (now - last_t), 1))
-            last_t, last_step = now, step
-            bar.set_postfix(ret=returns[-1], eps=round(eps, 3), refresh=False)
-            ep_return[i], ep_length[i] = 0, 0
-        resetting = terminated | truncated
-        obs, lives = next_obs, info["lives"].copy()
+    with StopRequests(cfg.time_limit * 60) as stop:
+        while step < cfg.total_steps:
+            before, step = step, step + n
+            eps = epsilon_at(step, cfg)
+            actions = agent.act(obs, eps)
+            next_obs, rewards, terminated, truncated, info = envs.step(actions)
+            life_lost = info["lives"] < lives
+            real = ~resetting
+            # Learn from clipped rewards; a lost life is terminal for the target but not for the game.
+            memory.add_batch(obs, actions, np.sign(rewards), next_obs, dones=terminated | life_lost,
+                             episode_ends=terminated | truncated, mask=real)
+            ep_return += rewards * real
+            ep_length += real
+            for i in np.flatnonzero(real & (terminated | truncated)):
+                now = time.perf_counter()
+                returns.append(float(ep_return[i]))
+                counters["episodes"] += 1
+                log.write(step=step, episode_return=returns[-1], episode_length=int(ep_length[i]),
+                          loss=np.mean(losses) if losses else "", epsilon=round(eps, 4),
+                          rss_mb=round(rss_bytes() / 2**20, 1),
+                          steps_per_s=round((step - last_step) / (now - last_t), 1))
+                last_t, last_step = now, step
+                bar.set_postfix(ret=returns[-1], eps=round(eps, 3), refresh=False)
+                ep_return[i], ep_length[i] = 0, 0
+            resetting = terminated | truncated
+            obs, lives = next_obs, info["lives"].copy()
 
-        if step >= cfg.learning_starts:  # one update per train_every agent steps, summed over the envs
-            if learn_start is None:
-                learn_start = (step, time.perf_counter(), saving)
-            # Updates due = multiples of train_every in [learning_starts, step]: with one env, exactly
-            # "update when step % train_every == 0"; with n envs, n / train_every per vector step.
-            due = step // cfg.train_every - (cfg.learning_starts - 1) // cfg.train_every
-            while counters["updates"] < due:
-                if cfg.per:
-                    batch = memory.sample(cfg.batch_size, beta=beta_at(step, cfg.total_steps, cfg.per_beta0))
-                    losses.append(agent.learn(batch))
-                    memory.update_priorities(batch.indices, agent.last_td_errors)
-                else:
-                    losses.append(agent.learn(memory.sample(cfg.batch_size)))
-                counters["updates"] += 1
-        if crossed(before, step, cfg.target_sync_every):
-            agent.sync_target()
-        if crossed(before, step, cfg.eval_every):
-            r = evaluate(agent, cfg, cfg.eval_episodes)
-            eval_log.write(step=step, mean_return=float(np.mean(r)), std_return=float(np.std(r)), episodes=len(r))
-        stopped = watchdog.check()
-        if crossed(before, step, cfg.checkpoint_every) or step >= cfg.total_steps or stopped:
-            counters["step"] = step
-            t_save = time.perf_counter()
-            save_checkpoint(out / "checkpoint.pt", agent, cfg, step)
-            save_training_state(out, agent, memory, cfg, counters)
-            saving += time.perf_counter() - t_save
-        bar.update(n)
-        if stopped:
-            print(f"{stopped}: saved the training state at step {step:,} and stopped; resume with "
-                  f"--resume {out}", flush=True)
-            break
+            if step >= cfg.learning_starts:  # one update per train_every agent steps, summed over the envs
+                if learn_start is None:
+                    learn_start = (step, time.perf_counter(), saving)
+                # Updates due = multiples of train_every in [learning_starts, step]: with one env, exactly
+                # "update when step % train_every == 0"; with n envs, n / train_every per vector step.
+                due = step // cfg.train_every - (cfg.learning_starts - 1) // cfg.train_every
+                while counters["updates"] < due:
+                    if cfg.per:
+                        batch = memory.sample(cfg.batch_size, beta=beta_at(step, cfg.total_steps, cfg.per_beta0))
+                        losses.append(agent.learn(batch))
+                        memory.update_priorities(batch.indices, agent.last_td_errors)
+                    else:
+                        losses.append(agent.learn(memory.sample(cfg.batch_size)))
+                    counters["updates"] += 1
+            if crossed(before, step, cfg.target_sync_every):
+                agent.sync_target()
+            if crossed(before, step, cfg.eval_every):
+                evaluate_and_log(agent, cfg, eval_log, step)
+            stopped = watchdog.check() or stop.reason()
+            if stopped and stop.timed_out and not crossed(before, step, cfg.eval_every):
+                evaluate_and_log(agent, cfg, eval_log, step)  # the run's last score, at its deadline
+            if crossed(before, step, cfg.checkpoint_every) or step >= cfg.total_steps or stopped:
+                counters["step"] = step
+                t_save = time.perf_counter()
+                save_checkpoint(out / "checkpoint.pt", agent, cfg, step)
+                save_training_state(out, agent, memory, cfg, counters)
+                saving += time.perf_counter() - t_save
+            bar.update(n)
+            if stopped:
+                print(f"{stopped}: saved the training state at step {step:,} and stopped", flush=True)
+                break
 
     bar.close()
     log.close()
@@ -314,7 +350,21 @@ def parse_args(argv: list[str] | None = None) -> Config:
     return dataclasses.replace(PRESETS[args["preset"]], **overrides)
 
 
+def resume_command(argv: list[str], out_dir: str) -> str:
+    """The command line that carries on a stopped run: the same arguments, ``--resume`` pointing at its folder."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--resume":
+            skip = True
+        elif not arg.startswith("--resume="):
+            kept.append(arg)
+    return " ".join(["python -m dqn_course.train", *map(shlex.quote, kept), "--resume", shlex.quote(out_dir)])
+
+
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
     cfg = parse_args(argv)
     try:
         summary = train(cfg)
@@ -323,6 +373,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'stopped' if summary['stopped'] else 'done'}: {summary['steps']:,} steps in {summary['seconds']:.0f} s "
           f"({summary['steps_per_s']:.0f} steps/s on {summary['device']}), {summary['episodes']} games, "
           f"replay {summary['replay_bytes'] / 2**20:,.0f} MiB; files in {summary['out_dir']}")
+    if summary["stopped"]:
+        print(f"why: {summary['stopped']}\nresume with: {resume_command(argv, summary['out_dir'])}")
 
 
 if __name__ == "__main__":
