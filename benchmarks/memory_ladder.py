@@ -18,6 +18,7 @@ from pathlib import Path
 
 from dqn_course import quick_mode
 from dqn_course.bench import environment_info, save_results
+from dqn_course.cleanup import exit_on_signals
 from dqn_course.ladder import default_transitions, format_table, plot_ladder, run_ladder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +38,7 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
+@exit_on_signals()  # SIGTERM and SIGHUP unwind like Ctrl-C, so the clean-ups run
 def main() -> None:
     args = parse_args()
     save = not quick_mode()

@@ -28,6 +28,7 @@ import torch
 from dqn_course import quick_mode
 from dqn_course.agent import DQNAgent
 from dqn_course.bench import calls_per_second, environment_info, save_results
+from dqn_course.cleanup import exit_on_signals
 from dqn_course.envs import random_frames
 from dqn_course.per import PrioritizedMemory
 from dqn_course.per_demo import filled_trees, interleaved_ms
@@ -83,6 +84,7 @@ def learner_step_ms(transitions: int, seconds: float) -> dict[str, float]:
     return interleaved_ms({"uniform": uniform_step, "prioritized": per_step}, seconds)
 
 
+@exit_on_signals()  # SIGTERM and SIGHUP unwind like Ctrl-C, so the clean-ups run
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--capacity", type=int, default=1_000_000, help="leaves in the timed trees")

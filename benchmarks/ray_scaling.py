@@ -29,6 +29,7 @@ from pathlib import Path
 
 from dqn_course import quick_mode
 from dqn_course.bench import environment_info, save_results
+from dqn_course.cleanup import exit_on_signals
 from dqn_course.distributed import RaySession
 from dqn_course.scaling import (BATCH, add_ratios, best_rounds, format_table, time_ray, time_single_process, verdict,
                                 worker_counts)
@@ -67,6 +68,7 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+@exit_on_signals()  # SIGTERM and SIGHUP unwind like Ctrl-C, so the clean-ups run
 def main() -> None:
     args = parse_args()
     cores = os.cpu_count() or 1

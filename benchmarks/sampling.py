@@ -30,7 +30,6 @@ import gc
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -38,6 +37,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core; set before numpy load
 
 from dqn_course import quick_mode  # noqa: E402
 from dqn_course.bench import FramePool, environment_info, fill, play_frames, sampling_rates, save_results  # noqa: E402
+from dqn_course.cleanup import OwnedTempDir, exit_on_signals  # noqa: E402
 from dqn_course.profiling import measure_in_subprocess  # noqa: E402
 from dqn_course.replay import MEMORY_CLASSES  # noqa: E402
 from dqn_course.storage import CODECS, STORAGES, compare_codecs, measure_storage  # noqa: E402
@@ -209,6 +209,7 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
+@exit_on_signals()  # SIGTERM and SIGHUP unwind like Ctrl-C, so the clean-ups run
 def main() -> None:
     args = parse_args()
     t0 = time.perf_counter()
@@ -231,7 +232,7 @@ def main() -> None:
         # Every storage on scripted play; the compressed ones on random play too (it compresses better).
         plan = [(name, "scripted", play) for name in args.storages]
         plan += [(name, "random", pool) for name in args.storages if name in CODECS]
-        with tempfile.TemporaryDirectory(dir=args.disk_dir) as disk_dir:
+        with OwnedTempDir("dqn-sampling-", dir=args.disk_dir) as disk_dir:
             storage_rows = measure_storages(plan, args.capacity, args.seconds, disk_dir)
         if args.million:
             million = measure_million(args.million, play, args.seconds)

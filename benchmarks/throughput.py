@@ -18,22 +18,23 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import tempfile
 
 import torch
 
 from dqn_course import quick_mode
+from dqn_course.cleanup import OwnedTempDir, exit_on_signals
 from dqn_course.profiling import measure_in_subprocess
 from dqn_course.train import PRESETS, train
 
 
 def run_once(overrides: dict) -> dict:
     """Train with the breakout preset plus ``overrides`` (module-level so a subprocess can import it)."""
-    with tempfile.TemporaryDirectory() as out:
+    with OwnedTempDir("dqn-throughput-") as out:
         cfg = dataclasses.replace(PRESETS["breakout"], out_dir=out, progress=False, **overrides)
         return train(cfg)
 
 
+@exit_on_signals()  # SIGTERM and SIGHUP unwind like Ctrl-C, so the clean-ups run
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")

@@ -30,8 +30,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -47,6 +45,7 @@ except ImportError as e:  # Ray is the "distributed" extra
     raise ImportError('dqn_course.distributed needs Ray: pip install "dqn-course[distributed]"') from e
 
 from dqn_course import parse_bool
+from dqn_course.cleanup import OwnedTempDir, hold_exit_signals, release_exit_signals
 from dqn_course.envs import make_breakout
 from dqn_course.replay import Batch, MultiStreamMemory
 
@@ -449,11 +448,14 @@ class RaySession:
     """``ray.init`` that cleans up after itself: local by default, or joining a cluster at ``address``.
 
     Locally Ray starts a GCS server, a raylet, worker processes and a session folder. Here the folder is
-    a fresh temporary directory, and ``close`` shuts Ray down, waits for (and if need be ends) exactly
-    the processes this session started, and removes the folder, so nothing is left in /tmp. With
-    ``address`` the cluster is someone else's: ``close`` only disconnects, and the package's code is
-    shipped to the cluster's nodes (``py_modules``; they still need torch, gymnasium and ale-py).
-    Use it as a context manager, or call ``close()``; it also closes at interpreter exit.
+    a fresh ``cleanup.OwnedTempDir`` (``dqn-ray-<pid>-...``), and ``close`` shuts Ray down, waits for (and
+    if need be ends) exactly the processes this session started, and removes the folder, so nothing is
+    left in /tmp. With ``address`` the cluster is someone else's: ``close`` only disconnects, and the
+    package's code is shipped to the cluster's nodes (``py_modules``; they still need torch, gymnasium
+    and ale-py). Use it as a context manager, or call ``close()``; it also closes at interpreter exit.
+    A local session made in the main thread holds ``cleanup.exit_on_signals`` until it closes, so SIGTERM
+    or SIGHUP end the program through ``close`` too; after a SIGKILL the next local session removes the
+    folder.
     """
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None, object_store_mb: int = 512,
@@ -463,14 +465,18 @@ class RaySession:
                                "(session.close() or ray.shutdown())")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         self.address, self.temp_dir, self._processes, self.closed = address, None, [], False
+        self._temp: OwnedTempDir | None = None
+        self._signals: tuple[int, ...] = ()
         if address:
             import dqn_course
 
             ray.init(address=address, runtime_env={"py_modules": [dqn_course]}, logging_level=logging.WARNING,
                      log_to_driver=log_to_driver)
         else:
-            self.temp_dir = tempfile.mkdtemp(prefix="dqn-ray-")
+            self._signals = hold_exit_signals()  # ray.init replaces the SIGTERM handler; close() restores it
             try:
+                self._temp = OwnedTempDir("dqn-ray-")
+                self.temp_dir = self._temp.name
                 ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, _temp_dir=self.temp_dir,
                          object_store_memory=object_store_mb * 2**20, logging_level=logging.WARNING,
                          log_to_driver=log_to_driver)
@@ -499,15 +505,18 @@ class RaySession:
         self.closed = True
         if self.temp_dir is not None:  # remember who to wait for before raylet goes (workers are its children)
             self._processes = self._ray_processes()
-        if ray.is_initialized():
-            ray.shutdown()
-        if self.temp_dir is None:
-            return
-        _, alive = psutil.wait_procs(self._processes, timeout=timeout)
-        for p in alive:  # only processes of this session, by pid
-            p.kill()
-        psutil.wait_procs(alive, timeout=5)
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        try:
+            if ray.is_initialized():
+                ray.shutdown()
+            if self._temp is None:
+                return
+            _, alive = psutil.wait_procs(self._processes, timeout=timeout)
+            for p in alive:  # only processes of this session, by pid
+                p.kill()
+            psutil.wait_procs(alive, timeout=5)
+            self._temp.cleanup()
+        finally:
+            release_exit_signals(self._signals)
 
     def leftovers(self) -> list[str]:
         """What this session left behind after ``close``: live processes and the session folder."""

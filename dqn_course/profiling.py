@@ -177,6 +177,8 @@ def measure_in_subprocess(fn: Callable, *args, trace: bool = False, timeout: flo
     ``fn`` must be importable (defined in a module, not in a notebook cell) and return something
     picklable. Turning on ``trace`` makes tracemalloc count numpy and Python allocations too, at
     some cost in speed; the returned result should then stay small, or it is counted as well.
+    A child still running when this returns or raises (``timeout``, Ctrl-C, ``cleanup.Terminated``)
+    gets 5 s to finish, then SIGTERM, then SIGKILL 10 s later.
     """
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
@@ -195,6 +197,9 @@ def measure_in_subprocess(fn: Callable, *args, trace: bool = False, timeout: flo
         ) from None
     finally:
         proc.join(timeout=5)
+        if proc.is_alive():  # SIGTERM first: a child under cleanup.exit_on_signals then runs its clean-ups
+            proc.terminate()
+            proc.join(timeout=10)
         if proc.is_alive():
             proc.kill()
     if status == "error":

@@ -12,10 +12,10 @@ Shared by ``benchmarks/ray_scaling.py`` and notebook 10, so both time the same t
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 
 import torch
 
+from dqn_course.cleanup import OwnedTempDir
 from dqn_course.distributed import DistConfig, run
 from dqn_course.train import PRESETS, train
 
@@ -30,7 +30,7 @@ def worker_counts(cores: int) -> list[int]:
 
 def time_single_process(warmup: int, window: int, buffer: int) -> dict:
     """The ``train`` loop over ``window`` agent steps after ``warmup``: its env steps/s and updates/s."""
-    with tempfile.TemporaryDirectory() as out:
+    with OwnedTempDir("dqn-scaling-") as out:
         cfg = dataclasses.replace(PRESETS["breakout"], total_steps=warmup + window, learning_starts=warmup,
                                   buffer_size=buffer, batch_size=BATCH, eval_every=10**9, checkpoint_every=10**9,
                                   prefault=False, progress=False, out_dir=out)

@@ -26,6 +26,7 @@ import dataclasses
 import os
 import shlex
 import sys
+import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -41,10 +42,13 @@ from dqn_course.checkpoint import (CheckpointError, checkpoint_path, latest_chec
                                    restore_training_state, training_state, write_checkpoint)
 from dqn_course.device import pick_device
 from dqn_course.envs import make_breakout, make_vector_envs
-from dqn_course.profiling import rss_bytes
+from dqn_course.profiling import InsufficientMemoryError, check_fits, rss_bytes
 from dqn_course.replay import MultiStreamMemory
 from dqn_course.stopping import StopRequests
+from dqn_course.storage import STORAGES, InsufficientDiskError, check_disk_space, planned_host_bytes
 from dqn_course.watchdog import MemoryWatchdog
+
+FRAME_SHAPE = (84, 84)  # one preprocessed screen: what the replay memory stores per agent step
 
 
 @dataclass
@@ -89,6 +93,14 @@ class Config:
     progress: bool = True
 
 
+    def validate(self) -> None:
+        """Refuse settings that cannot work, before anything is built; raises ``ConfigError`` saying what to change.
+
+        Also refuses (``InsufficientMemoryError`` / ``InsufficientDiskError``) a replay memory that does not
+        fit in this machine's RAM or on its disk, and a ``device`` that torch cannot use.
+        """
+        _check_config(self)
+
 PRESETS: dict[str, Config] = {
     "breakout": Config(),
     "breakout-fast": Config(num_envs=8, env_backend="ale", replay_on_device=True, out_dir="runs/breakout-fast"),
@@ -112,20 +124,123 @@ PRESETS: dict[str, Config] = {
 }
 
 
+class ConfigError(ValueError):
+    """Settings that cannot work; the message says what to change. The CLI prints it and exits with status 2."""
+
+
+ENV_BACKENDS = ("gymnasium", "ale")
+_POSITIVE = ("total_steps", "buffer_size", "batch_size", "target_sync_every", "train_every", "eval_every",
+             "eval_episodes", "eval_max_steps", "checkpoint_every", "num_envs")
+_NON_NEGATIVE = ("learning_starts", "keep_checkpoints", "time_limit", "max_rss_gb", "min_available_gb", "per_alpha")
+_FRACTIONS = ("gamma", "eps_start", "eps_end", "eval_epsilon", "per_beta0")  # each in [0, 1]
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _writable_folder(path: Path, what: str) -> None:
+    """``path`` is a writable folder, or can be made in one: a probe file is created (and removed) in the
+    nearest folder that exists, so permissions, read-only mounts and pseudo-filesystems all count."""
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(f"{existing} is a file")
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as e:
+        raise ConfigError(f"{what} {path} cannot be written ({e}): choose another folder") from None
+
+
+def _check_device(name: str) -> None:
+    if not name:
+        return
+    try:
+        device = torch.device(name)
+    except RuntimeError as e:
+        raise ConfigError(f"--device {name!r} is not a torch device ({e}); use cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        build = f"a CUDA {torch.version.cuda} build of torch" if torch.version.cuda else "a CPU-only build of torch"
+        raise ConfigError(f"--device {name} asks for a CUDA GPU, but this is {build} and it sees no GPU: "
+                          f"use --device cpu (or leave --device out: the GPU is used when there is one), "
+                          f"or install a CUDA build of torch on a machine with an NVIDIA GPU")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ConfigError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                          f"numbered from 0")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"--device {name}: Apple's MPS backend is not available here; use --device cpu")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"--device {name}: the course runs on cpu, cuda or mps")
+
+
+def _check_config(cfg: Config) -> None:
+    """``Config.validate``'s checks, cheapest first; the replay's RAM/disk check last (it looks at the machine)."""
+    for name in _POSITIVE:
+        value = getattr(cfg, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{_flag(name)} must be a positive whole number, got {value!r}")
+    for name in _NON_NEGATIVE:
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise ConfigError(f"{_flag(name)} must be >= 0, got {value!r}")
+    for name in _FRACTIONS:
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ConfigError(f"{_flag(name)} must be between 0 and 1, got {value!r}")
+    if not cfg.lr > 0 or not cfg.max_grad_norm > 0:
+        raise ConfigError(f"--lr and --max-grad-norm must be > 0, got {cfg.lr!r} and {cfg.max_grad_norm!r}")
+    if not 0 < cfg.eps_fraction <= 1:
+        raise ConfigError(f"--eps-fraction (of total steps over which ε decays) must be in (0, 1], "
+                          f"got {cfg.eps_fraction!r}")
+    if cfg.replay_storage not in STORAGES:
+        raise ConfigError(f"--replay-storage must be one of {', '.join(STORAGES)}, got {cfg.replay_storage!r}")
+    if cfg.env_backend not in ENV_BACKENDS:
+        raise ConfigError(f"--env-backend must be one of {', '.join(ENV_BACKENDS)}, got {cfg.env_backend!r}")
+    if cfg.replay_on_device and cfg.replay_storage != "ram":
+        raise ConfigError(f"--replay-on-device keeps frames as a tensor on the device; it works with "
+                          f"--replay-storage ram only, got {cfg.replay_storage!r}")
+    per_stream = cfg.buffer_size // cfg.num_envs
+    if per_stream < 5:
+        raise ConfigError(f"--buffer-size {cfg.buffer_size} over {cfg.num_envs} envs leaves {per_stream} frames per "
+                          f"env; each env's ring needs at least 5 (a 4-frame stack and the next frame)")
+    if cfg.learning_starts < cfg.batch_size:
+        raise ConfigError(f"--learning-starts {cfg.learning_starts} is too early for --batch-size {cfg.batch_size}: "
+                          f"the first update samples {cfg.batch_size} stored transitions; use --learning-starts "
+                          f"{cfg.batch_size} or more (the Nature setting is 50,000)")
+    _check_device(cfg.device)
+    out = Path(cfg.out_dir)
+    _writable_folder(out, "--out-dir")
+    frames = cfg.buffer_size // cfg.num_envs * cfg.num_envs
+    if not (cfg.replay_on_device and pick_device(cfg.device or None).type == "cuda"):
+        check_fits(planned_host_bytes(cfg.replay_storage, frames, FRAME_SHAPE) + 16 * frames,
+                   f"the replay memory (--buffer-size {cfg.buffer_size:,}, --replay-storage {cfg.replay_storage})")
+    if cfg.replay_storage == "disk":
+        folder = Path(cfg.replay_path or out / "replay")
+        _writable_folder(folder, "--replay-path")
+        existing = next(p for p in (folder, *folder.parents) if p.exists())  # the disk it will be on
+        check_disk_space(frames * int(np.prod(FRAME_SHAPE)), existing,
+                         f"the replay memory (--buffer-size {cfg.buffer_size:,}, --replay-storage disk)")
+
+
 def epsilon_at(step: int, cfg: Config) -> float:
     """Linear decay from eps_start to eps_end over eps_fraction of the run, then flat."""
     span = max(1, int(cfg.eps_fraction * cfg.total_steps))
     return cfg.eps_end + (cfg.eps_start - cfg.eps_end) * max(0.0, 1.0 - step / span)
 
 
-def evaluate(agent: DQNAgent, cfg: Config, episodes: int) -> list[float]:
-    """Whole-game returns (unclipped) of the ε-greedy policy with ε = eval_epsilon."""
+def evaluate(agent: DQNAgent | None, cfg: Config, episodes: int) -> list[float]:
+    """Whole-game returns (unclipped) of the ε-greedy policy with ε = eval_epsilon.
+
+    ``agent=None`` plays uniformly random actions under the very same protocol (games, seeds, step
+    cap): the baseline a learning curve is compared with.
+    """
     env = make_breakout(seed=cfg.seed + 10_000, max_episode_steps=cfg.eval_max_steps)
     returns = []
     for _ in range(episodes):
         state, _ = env.reset()
         while True:
-            state, _, terminated, truncated, info = env.step(int(agent.act(state, cfg.eval_epsilon)[0]))
+            action = int(env.action_space.sample()) if agent is None else int(agent.act(state, cfg.eval_epsilon)[0])
+            state, _, terminated, truncated, info = env.step(action)
             if terminated or truncated:
                 returns.append(float(info["episode"]["r"]))
                 break
@@ -221,12 +336,17 @@ def load_resume(cfg: Config) -> tuple[dict[str, np.ndarray], dict, Path] | tuple
 
 
 def train(cfg: Config) -> dict:
-    """Run DQN with ``cfg``; returns a summary (steps/s, last returns, replay size, files written, why it stopped)."""
+    """Run DQN with ``cfg``; returns a summary (steps/s, last returns, replay size, files written, why it stopped).
+
+    Raises ``ConfigError``, ``InsufficientMemoryError``, ``InsufficientDiskError`` or ``CheckpointError``
+    before anything is written when the settings, the machine or the checkpoint to resume cannot work.
+    """
+    cfg.validate()
+    resume_arrays, resume_meta, resume_path = load_resume(cfg)  # before allocating: a bad file fails fast
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     device = pick_device(cfg.device or None)
     np.random.seed(cfg.seed)
-    resume_arrays, resume_meta, resume_path = load_resume(cfg)  # before allocating: a bad file fails fast
 
     n = cfg.num_envs
     envs = make_vector_envs(n, seed=cfg.seed, backend=cfg.env_backend)
@@ -290,7 +410,9 @@ def train(cfg: Config) -> dict:
             resetting = terminated | truncated
             obs, lives = next_obs, info["lives"].copy()
 
-            if step >= cfg.learning_starts:  # one update per train_every agent steps, summed over the envs
+            # One update per train_every agent steps, summed over the envs. The step after a finished game
+            # stores nothing, so the memory can hold a little less than learning_starts: wait for a batch.
+            if step >= cfg.learning_starts and len(memory) >= cfg.batch_size:
                 if learn_start is None:
                     learn_start = (step, time.perf_counter(), saving)
                 # Updates due = multiples of train_every in [learning_starts, step]: with one env, exactly
@@ -368,8 +490,9 @@ def main(argv: list[str] | None = None) -> None:
     cfg = parse_args(argv)
     try:
         summary = train(cfg)
-    except CheckpointError as e:
-        raise SystemExit(f"error: {e}") from None
+    except (ConfigError, CheckpointError, InsufficientMemoryError, InsufficientDiskError) as e:
+        print(f"error: {e}", file=sys.stderr)  # a setting to change, not a bug: no traceback, argparse's status
+        raise SystemExit(2) from None
     print(f"{'stopped' if summary['stopped'] else 'done'}: {summary['steps']:,} steps in {summary['seconds']:.0f} s "
           f"({summary['steps_per_s']:.0f} steps/s on {summary['device']}), {summary['episodes']} games, "
           f"replay {summary['replay_bytes'] / 2**20:,.0f} MiB; files in {summary['out_dir']}")

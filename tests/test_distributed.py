@@ -253,7 +253,7 @@ with RaySession(address=sys.argv[1]) as session:
 def test_session_joins_a_running_cluster_and_leaves_it_running(session, roles):
     """``address=`` (the CLI's ``--address``) connects to an existing cluster, here the tests' own local one."""
     out = subprocess.run([sys.executable, "-c", JOIN, ray.get_runtime_context().gcs_address], capture_output=True,
-                         text=True, cwd=REPO, timeout=180)
+                         text=True, cwd=REPO, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     joined = json.loads(out.stdout.strip().splitlines()[-1])
     assert joined == {"cpus": 6.0, "epsilons": worker_epsilons(2), "temp_dir": None}

@@ -330,8 +330,8 @@ def test_prefault_makes_rss_grow_by_the_buffer_size():
     from _subprocess_helpers import make_frame_sharing
 
     capacity = 14_000  # 14,000 x (7,056 + 16) bytes, about 99 MB
-    lazy = profiling.measure_in_subprocess(make_frame_sharing, capacity, False, timeout=120)
-    eager = profiling.measure_in_subprocess(make_frame_sharing, capacity, True, timeout=120)
+    lazy = profiling.measure_in_subprocess(make_frame_sharing, capacity, False, timeout=300)
+    eager = profiling.measure_in_subprocess(make_frame_sharing, capacity, True, timeout=300)
     size = eager.result
     assert lazy.result == size and 98e6 < size < 101e6
     assert lazy.rss_growth < 0.2 * size, f"without prefault RSS grew {format_bytes(lazy.rss_growth)}"

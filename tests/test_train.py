@@ -6,7 +6,6 @@ import dataclasses
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,18 +18,15 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 LOG_HEADER = ["step", "episode_return", "episode_length", "loss", "epsilon", "rss_mb", "steps_per_s"]
 
 
-def run_cli(out_dir: Path, *extra: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess, float, float]:
-    """Run the CLI in a fresh interpreter; returns (process, wall seconds, load factor at the start).
+def run_cli(out_dir: Path, *extra: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+    """Run the CLI in a fresh interpreter (``timeout`` only guards against a hang; no speed is asserted).
 
     One OpenMP thread: torch's worker threads spin while they wait, and on a CPU shared with other
-    work (a busy CI runner) two of them made this run 10x slower (425 s against 42 s, measured)."""
+    work (a busy CI runner) two of them made this run 10x slower."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    load = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "dqn_course.train", "--preset", "quick", "--out-dir", str(out_dir),
+    return subprocess.run([sys.executable, "-m", "dqn_course.train", "--preset", "quick", "--out-dir", str(out_dir),
                            "--progress", "false", *extra],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    return proc, time.perf_counter() - t0, load
 
 
 def read_csv(path: Path) -> tuple[list[str], list[dict]]:
@@ -42,16 +38,13 @@ def read_csv(path: Path) -> tuple[list[str], list[dict]]:
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("quick") / "run"
-    return (out, *run_cli(out))
+    return out, run_cli(out)
 
 
 @pytest.mark.slow
 def test_quick_preset_runs_end_to_end(quick_run):
-    out, proc, seconds, load = quick_run
+    out, proc = quick_run
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
-    # Under a minute on an idle 2-core machine (~25 s measured); a machine already busy with other
-    # work (load average above the core count) gets proportionally longer.
-    assert seconds < 60 * load, f"the quick preset took {seconds:.0f} s (limit {60 * load:.0f} s, load factor {load:.1f})"
     total = PRESETS["quick"].total_steps
     assert f"done: {total:,} steps" in proc.stdout
     assert "train:" not in proc.stderr  # --progress false: no progress bar
@@ -59,7 +52,7 @@ def test_quick_preset_runs_end_to_end(quick_run):
 
 @pytest.mark.slow
 def test_quick_preset_writes_its_logs(quick_run):
-    out, proc, *_ = quick_run
+    out, proc = quick_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     cfg = PRESETS["quick"]
     header, rows = read_csv(out / "log.csv")
@@ -81,17 +74,17 @@ def test_quick_preset_writes_its_logs(quick_run):
 
 @pytest.mark.slow
 def test_quick_preset_leaves_a_loadable_checkpoint(quick_run):
-    out, proc, *_ = quick_run
+    out, proc = quick_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     ckpt = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=True)
-    assert {"agent", "config", "step"} <= set(ckpt)
+    assert set(ckpt) == {"q", "config", "step"}, "the file for playing holds the online network alone"
     assert ckpt["step"] == PRESETS["quick"].total_steps == ckpt["config"]["total_steps"]
     assert ckpt["config"]["out_dir"] == str(out) and ckpt["config"]["progress"] is False
     assert Config(**ckpt["config"]) == dataclasses.replace(PRESETS["quick"], out_dir=str(out), progress=False)
-    n_actions = list(ckpt["agent"]["q"].values())[-1].shape[0]  # the output layer's bias
+    n_actions = list(ckpt["q"].values())[-1].shape[0]  # the output layer's bias
     assert n_actions == 4  # Breakout: NOOP, FIRE, RIGHT, LEFT
     agent = DQNAgent(n_actions, "cpu")
-    agent.load_state_dict(ckpt["agent"])  # every tensor fits the network
+    agent.q.load_state_dict(ckpt["q"])  # every tensor fits the network
     assert not list(out.glob("*.tmp")), "a temporary checkpoint file was left behind"
     # The agent for playing, the logs, and the newest keep_checkpoints full training states (every 1,000 steps).
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "eval.csv", "log.csv",

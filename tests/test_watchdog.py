@@ -71,6 +71,6 @@ def test_the_warning_shows_under_pythons_default_filters():
     code = ("from dqn_course import watchdog as wd\n"
             "wd.rss_bytes = lambda: 95\n"
             "assert wd.MemoryWatchdog(max_rss_bytes=100).check() is None\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "MemoryWarning: memory watchdog: process RSS 95 B is above 90% of the limit 100 B" in proc.stderr
