@@ -29,18 +29,26 @@ if TYPE_CHECKING:
     from dqn_course.agent import DQNAgent
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-RECORDED_RUN_NAMES = ("breakout-fast", "breakout")  # sub-directories of data/ searched, in this order
+# Sub-directories of data/ that may hold a recorded run, the longest-trained kind first.
+RECORDED_RUN_NAMES = ("breakout-gpu-10m", "breakout-gpu", "breakout-fast", "breakout", "breakout-cpu")
+# The published yardstick: CleanRL's dqn_atari on Breakout, the same learning settings as the ``breakout``
+# preset, evaluated after 10M agent steps (Huang et al., "CleanRL", JMLR 2022; Open RL Benchmark).
+CLEANRL_BREAKOUT = {"steps": 10_000_000, "mean": 366.9, "std": 39.9, "seeds": 3,
+                    "source": "CleanRL dqn_atari, BreakoutNoFrameskip-v4, 3 seeds (docs.cleanrl.dev)"}
 
 
 # -- logs ------------------------------------------------------------------------------------------------
 
-def find_recorded_run(data_dir: str | Path | None = None) -> Path | None:
-    """The first of ``data/breakout-fast``, ``data/breakout`` that holds a ``log.csv``; None if neither does."""
+def recorded_runs(data_dir: str | Path | None = None) -> list[Path]:
+    """The folders of ``RECORDED_RUN_NAMES`` under ``data/`` that hold a ``log.csv``, in that order."""
     root = Path(data_dir) if data_dir is not None else DATA_DIR
-    for name in RECORDED_RUN_NAMES:
-        if (root / name / "log.csv").is_file():
-            return root / name
-    return None
+    return [root / name for name in RECORDED_RUN_NAMES if (root / name / "log.csv").is_file()]
+
+
+def find_recorded_run(data_dir: str | Path | None = None) -> Path | None:
+    """The first of ``recorded_runs``: the longest-trained recorded run; None if there is none."""
+    runs = recorded_runs(data_dir)
+    return runs[0] if runs else None
 
 
 def read_log(path: str | Path) -> dict[str, np.ndarray]:
@@ -107,6 +115,60 @@ def plot_run(run_dir: str | Path, title: str = "", window: int | None = None):
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def plot_learning(runs: dict[str, str | Path], random_mean: float, yardstick: dict | None = CLEANRL_BREAKOUT,
+                  window: int = 100):
+    """Recorded runs' evaluations (mean ± std) and training games (moving average) against random play.
+
+    ``runs`` maps a label to a run folder (``log.csv``, ``eval.csv``). Horizontal lines mark
+    ``random_mean`` (measured with the same protocol as the evaluations), five times it, and, when given,
+    the published ``yardstick`` (its mean at its step count). The score axis is linear up to 10 and
+    logarithmic above, so a CPU run's first points and a 10M-step score fit one picture.
+    """
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 4.2), layout="constrained")
+    ax = fig.subplots()
+    colors = iter(["tab:blue", "tab:green", "tab:purple", "tab:brown"])
+    for label, run_dir in runs.items():
+        color, run_dir = next(colors), Path(run_dir)
+        log = read_log(run_dir / "log.csv")
+        if len(log["step"]):
+            ax.plot(log["step"], moving_average(log["episode_return"], window), color=color, alpha=0.35,
+                    label=f"{label}: training games (ε-greedy), mean of {window}")
+        if (run_dir / "eval.csv").is_file():
+            ev = read_log(run_dir / "eval.csv")
+            ax.errorbar(ev["step"], ev["mean_return"], yerr=ev["std_return"], color=color, marker="o", capsize=3,
+                        label=f"{label}: evaluation (ε = 0.05), mean ± std")
+    ax.axhline(random_mean, color="tab:gray", linestyle="--", label=f"random actions, same protocol: {random_mean:.2f}")
+    ax.axhline(5 * random_mean, color="tab:red", linestyle=":", label=f"5 × random: {5 * random_mean:.1f}")
+    if yardstick is not None:
+        ax.axhline(yardstick["mean"], color="black", linestyle="-.", linewidth=1,
+                   label=f"CleanRL DQN after {yardstick['steps'] / 1e6:g}M steps: {yardstick['mean']} ± "
+                         f"{yardstick['std']} ({yardstick['seeds']} seeds)")
+    ax.set_yscale("symlog", linthresh=10, linscale=1.5)
+    ax.set_ylim(0, 600 if yardstick is not None else None)
+    ax.set_xlabel("agent step (4 emulator frames each)")
+    ax.set_ylabel("game score (unclipped)")
+    ax.set_title("Breakout: does it learn?", fontsize=11)
+    ax.legend(fontsize=7.5, loc="upper left")
+    return fig
+
+
+def save_gif(frames, path: str | Path, every: int = 2, fps: int = 15, scale: int = 1) -> Path:
+    """Write RGB screens (every ``every``-th one) as a looping GIF with Pillow; returns the path."""
+    from PIL import Image
+
+    shown = list(frames)[::every]
+    if not shown:
+        raise ValueError("no frames to write")
+    images = [Image.fromarray(np.asarray(f, dtype=np.uint8)) for f in shown]
+    if scale != 1:
+        images = [im.resize((im.width * scale, im.height * scale), Image.NEAREST) for im in images]
+    path = Path(path)
+    images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0, optimize=True)
+    return path
 
 
 # -- checkpoints and play ---------------------------------------------------------------------------------

@@ -1,0 +1,123 @@
+"""Figures and the README's learning summary, made from the runs recorded under data/ (nothing typed by hand).
+
+    python data/make_figures.py                   # figure, GIF and README block from the recorded files
+    python data/make_figures.py --measure-random  # first (re-)measure random play with each run's protocol
+    python data/make_figures.py --check           # exit 1 if README's block differs from the recorded files
+
+For every recorded run (``playback.recorded_runs``: data/breakout-cpu, data/breakout-gpu, ...):
+
+* ``random.json``: uniformly random actions played with the run's own evaluation protocol
+  (``train.evaluate(None, cfg, games)``: same game settings, seeds and step cap as its eval.csv rows),
+  measured once and kept, so the comparison is with the same games the agent was scored on;
+* ``data/figures/learning_curve.png``: every run's evaluations and training games against random
+  play, five times random, and CleanRL's published 10M-step score (``playback.plot_learning``);
+* ``data/figures/agent.gif``: the longest-trained run's policy (``checkpoint.pt``) playing one game;
+* README.md, between ``<!-- learning:begin -->`` and ``<!-- learning:end -->``: a table of each run's
+  last evaluation against its random baseline.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+DATA = Path(__file__).resolve().parent
+ROOT = DATA.parent
+sys.path.insert(0, str(ROOT))
+
+from dqn_course import playback  # noqa: E402
+from dqn_course.train import Config, evaluate  # noqa: E402
+
+FIGURES = DATA / "figures"
+README = ROOT / "README.md"
+BEGIN, END = "<!-- learning:begin -->", "<!-- learning:end -->"
+RANDOM_GAMES = 100
+
+
+def run_config(run_dir: Path) -> Config:
+    """The ``Config`` the run was trained with, as saved in its ``checkpoint.pt``."""
+    import torch
+
+    saved = torch.load(run_dir / "checkpoint.pt", map_location="cpu", weights_only=True)["config"]
+    known = {f for f in Config.__dataclass_fields__}
+    return Config(**{k: v for k, v in saved.items() if k in known})
+
+
+def measure_random(run_dir: Path, games: int = RANDOM_GAMES) -> dict:
+    """Random play under the run's evaluation protocol; written to ``random.json`` and returned."""
+    cfg = run_config(run_dir)
+    returns = evaluate(None, cfg, games)
+    result = {"protocol": "dqn_course.train.evaluate(agent=None): uniformly random actions, the run's "
+                          f"evaluation settings (eval_max_steps={cfg.eval_max_steps}, seed={cfg.seed} + 10000, "
+                          "games in the same order as each evaluation's)",
+              "games": games, "mean": float(np.mean(returns)), "std": float(np.std(returns)),
+              "mean_first_10": float(np.mean(returns[:10])), "returns": returns}
+    (run_dir / "random.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def last_evaluation(run_dir: Path) -> dict:
+    with open(run_dir / "eval.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return {"step": int(rows[-1]["step"]), "mean": float(rows[-1]["mean_return"]),
+            "std": float(rows[-1]["std_return"]), "games": int(rows[-1]["episodes"])}
+
+
+def readme_block(runs: list[Path]) -> str:
+    """The README's learning table, from each run's eval.csv and random.json."""
+    lines = [BEGIN, "| run | agent steps | last evaluation (ε = 0.05) | random play, same protocol | ratio |",
+             "|---|---|---|---|---|"]
+    for run_dir in runs:
+        last, rand = last_evaluation(run_dir), json.loads((run_dir / "random.json").read_text())
+        lines.append(f"| [`data/{run_dir.name}`](data/{run_dir.name}/README.md) | {last['step']:,} | "
+                     f"{last['mean']:.1f} ± {last['std']:.1f} ({last['games']} games) | "
+                     f"{rand['mean']:.2f} ({rand['games']} games) | **{last['mean'] / rand['mean']:.1f}×** |")
+    return "\n".join(lines + [END])
+
+
+def write_readme_block(block: str) -> bool:
+    """Replace README's block; returns whether anything changed."""
+    text = README.read_text()
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    new = text[:start] + block + text[end:]
+    README.write_text(new)
+    return new != text
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--measure-random", action="store_true", help="re-measure random play even if recorded")
+    p.add_argument("--check", action="store_true", help="only compare README's block with the recorded files")
+    p.add_argument("--gif-steps", type=int, default=1_500, help="agent steps of the GIF's game at most")
+    args = p.parse_args()
+    runs = [r for r in playback.recorded_runs() if (r / "eval.csv").is_file() and (r / "checkpoint.pt").is_file()]
+    if not runs:
+        raise SystemExit("no recorded run with eval.csv and checkpoint.pt under data/")
+    if args.check:
+        text = README.read_text()
+        current = text[text.index(BEGIN):text.index(END) + len(END)]
+        if current != readme_block(runs):
+            raise SystemExit("README.md's learning table differs from data/: run python data/make_figures.py")
+        print("README.md's learning table matches data/")
+        return
+    for run_dir in runs:
+        if args.measure_random or not (run_dir / "random.json").is_file():
+            r = measure_random(run_dir)
+            print(f"{run_dir.name}: random play {r['mean']:.2f} ± {r['std']:.2f} over {r['games']} games")
+    FIGURES.mkdir(exist_ok=True)
+    random_mean = json.loads((runs[0] / "random.json").read_text())["mean"]
+    fig = playback.plot_learning({r.name: r for r in runs}, random_mean)
+    fig.savefig(FIGURES / "learning_curve.png", dpi=110)
+    agent, info = playback.load_agent(runs[0] / "checkpoint.pt")
+    game = playback.play_episode(agent, epsilon=0.05, max_steps=args.gif_steps, seed=0)
+    playback.save_gif(game.frames, FIGURES / "agent.gif")
+    print(f"agent.gif: data/{runs[0].name} at step {info['step']:,}, {game.score:.0f} points in {game.steps} steps")
+    print("README.md " + ("updated" if write_readme_block(readme_block(runs)) else "unchanged"))
+
+
+if __name__ == "__main__":
+    main()
