@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: setup lab test unit notebooks train train-quick bench clean
+.PHONY: setup lab test unit notebooks train train-quick train-cpu figures bench clean
 
 setup: $(VENV)/.installed
 
@@ -36,6 +36,13 @@ train: setup
 
 train-quick: setup
 	$(PY) -m dqn_course.train --preset quick
+
+# Learns Breakout on a 2-core CPU in a few hours; Ctrl-C saves, and the printed --resume command carries on.
+train-cpu: setup
+	$(PY) -m dqn_course.train --preset breakout-cpu
+
+figures: setup
+	$(PY) data/make_figures.py
 
 bench: setup
 	$(PY) benchmarks/memory_ladder.py

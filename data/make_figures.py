@@ -18,7 +18,6 @@ For every recorded run (``playback.recorded_runs``: data/breakout-cpu, data/brea
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from pathlib import Path
@@ -30,7 +29,7 @@ ROOT = DATA.parent
 sys.path.insert(0, str(ROOT))
 
 from dqn_course import playback  # noqa: E402
-from dqn_course.train import Config, evaluate  # noqa: E402
+from dqn_course.train import evaluate  # noqa: E402
 
 FIGURES = DATA / "figures"
 README = ROOT / "README.md"
@@ -38,18 +37,9 @@ BEGIN, END = "<!-- learning:begin -->", "<!-- learning:end -->"
 RANDOM_GAMES = 100
 
 
-def run_config(run_dir: Path) -> Config:
-    """The ``Config`` the run was trained with, as saved in its ``checkpoint.pt``."""
-    import torch
-
-    saved = torch.load(run_dir / "checkpoint.pt", map_location="cpu", weights_only=True)["config"]
-    known = {f for f in Config.__dataclass_fields__}
-    return Config(**{k: v for k, v in saved.items() if k in known})
-
-
 def measure_random(run_dir: Path, games: int = RANDOM_GAMES) -> dict:
     """Random play under the run's evaluation protocol; written to ``random.json`` and returned."""
-    cfg = run_config(run_dir)
+    cfg = playback.run_config(run_dir)
     returns = evaluate(None, cfg, games)
     result = {"protocol": "dqn_course.train.evaluate(agent=None): uniformly random actions, the run's "
                           f"evaluation settings (eval_max_steps={cfg.eval_max_steps}, seed={cfg.seed} + 10000, "
@@ -60,19 +50,12 @@ def measure_random(run_dir: Path, games: int = RANDOM_GAMES) -> dict:
     return result
 
 
-def last_evaluation(run_dir: Path) -> dict:
-    with open(run_dir / "eval.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    return {"step": int(rows[-1]["step"]), "mean": float(rows[-1]["mean_return"]),
-            "std": float(rows[-1]["std_return"]), "games": int(rows[-1]["episodes"])}
-
-
 def readme_block(runs: list[Path]) -> str:
     """The README's learning table, from each run's eval.csv and random.json."""
     lines = [BEGIN, "| run | agent steps | last evaluation (ε = 0.05) | random play, same protocol | ratio |",
              "|---|---|---|---|---|"]
     for run_dir in runs:
-        last, rand = last_evaluation(run_dir), json.loads((run_dir / "random.json").read_text())
+        last, rand = playback.last_evaluation(run_dir), json.loads((run_dir / "random.json").read_text())
         lines.append(f"| [`data/{run_dir.name}`](data/{run_dir.name}/README.md) | {last['step']:,} | "
                      f"{last['mean']:.1f} ± {last['std']:.1f} ({last['games']} games) | "
                      f"{rand['mean']:.2f} ({rand['games']} games) | **{last['mean'] / rand['mean']:.1f}×** |")

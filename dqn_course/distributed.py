@@ -13,6 +13,13 @@
     python -m dqn_course.distributed --workers 2 --total-steps 20000          # local Ray on this machine
     python -m dqn_course.distributed --address HEAD_IP:6379 --workers 16 ...   # join an existing cluster
 
+Ray places an actor only where its requested resources are free: the learner asks for ``cpus_per_actor``
+CPUs (and a GPU when it uses one), every rollout worker and the evaluator for ``cpus_per_actor`` each; the
+replay actor, the parameter server and the driver take none. The evaluator starts once the workers are
+done and takes their place, so a run needs ``(workers + 1) * cpus_per_actor`` CPUs at once. ``run``
+checks that against the cluster before it creates any actor and refuses a run that cannot fit
+(``ClusterTooSmallError``); an actor that waits for resources anyway (taken by other jobs) is reported.
+
 Every role is a plain class, turned into an actor by ``ray.remote`` in ``run`` (so tests can also run
 one in-process). Workers send ``Chunk``s: K transitions as one new frame per step plus the few full
 stacks an episode start needs, nearly 8x fewer bytes than s and s' stacks, and what the replay actor
@@ -29,7 +36,9 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -45,7 +54,7 @@ except ImportError as e:  # Ray is the "distributed" extra
     raise ImportError('dqn_course.distributed needs Ray: pip install "dqn-course[distributed]"') from e
 
 from dqn_course import parse_bool
-from dqn_course.cleanup import OwnedTempDir, hold_exit_signals, release_exit_signals
+from dqn_course.cleanup import OwnedTempDir, exit_on_signals, hold_exit_signals, release_exit_signals
 from dqn_course.envs import make_breakout
 from dqn_course.replay import Batch, MultiStreamMemory
 
@@ -90,6 +99,9 @@ class DistConfig:
     device: str = ""  # learner device; "" picks CUDA when available
     learner_threads: int = 0  # torch threads for a CPU learner; 0: the cores the workers leave free
     prefault: bool = False
+    cpus_per_actor: float = 1.0  # Ray CPUs reserved by the learner, each worker and the evaluator (< 1: they share)
+    pending_report_seconds: float = 30.0  # report actors still waiting to start (or no result) this often
+    start_timeout_seconds: float = 900.0  # fail if an actor has not started after this long; 0: wait for ever
 
     def validate(self) -> None:
         """Refuse settings that cannot work, with what to change (before any actor starts)."""
@@ -110,6 +122,20 @@ class DistConfig:
             raise ValueError(f"max_learning_seconds must be positive or None, got {self.max_learning_seconds}")
         if self.max_restarts < 0:
             raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
+        c = self.cpus_per_actor
+        if not isinstance(c, (int, float)) or isinstance(c, bool) or not (0 < c <= 1 or float(c).is_integer()):
+            raise ValueError(f"cpus_per_actor must be a fraction in (0, 1] or a whole number of CPUs (Ray's rule), "
+                             f"got {c!r}")
+        if c < 1e-4:
+            raise ValueError(f"cpus_per_actor must be at least 0.0001 (Ray's resource precision), got {c}")
+        if not self.pending_report_seconds > 0:
+            raise ValueError(f"pending_report_seconds must be positive, got {self.pending_report_seconds}")
+        if not self.start_timeout_seconds >= 0:
+            raise ValueError(f"start_timeout_seconds must be >= 0 (0: no limit), got {self.start_timeout_seconds}")
+
+    def actors_at_once(self) -> int:
+        """Actors that hold ``cpus_per_actor`` CPUs at the same time: the learner and every worker."""
+        return self.num_workers + 1
 
 
 def worker_epsilons(num_workers: int, base: float = 0.4, alpha: float = 7.0, fixed: float | None = None) -> list[float]:
@@ -218,7 +244,23 @@ def _writable(batch: Batch) -> Batch:
 # -- the roles ---------------------------------------------------------------------------------------------
 
 
-class ReplayServer:
+class _Role:
+    """What every role answers: where it runs. The driver's first call to each actor, to know it started."""
+
+    def where(self) -> dict:
+        """This process: Ray node id and IP (None outside Ray), pid, and the folder ``dqn_course`` came from.
+
+        On a cluster joined with ``--address`` that folder is the copy Ray unpacked from ``py_modules``.
+        """
+        import dqn_course
+
+        inside = ray.is_initialized()
+        return {"node": ray.get_runtime_context().get_node_id() if inside else None,
+                "ip": ray.util.get_node_ip_address() if inside else None, "pid": os.getpid(),
+                "package": os.path.dirname(os.path.abspath(dqn_course.__file__))}
+
+
+class ReplayServer(_Role):
     """The replay actor: a ``MultiStreamMemory`` with one stream per worker, filled chunk by chunk.
 
     Frame sharing needs each stream's frames consecutive, so worker i writes stream i only. The last
@@ -262,7 +304,7 @@ class ReplayServer:
         return {"received": list(self.received), "stored": len(self.memory), "nbytes": self.memory.nbytes}
 
 
-class ParameterServer:
+class ParameterServer(_Role):
     """Holds the newest weights as one object in Ray's object store (numpy arrays: zero-copy to read).
 
     ``push`` puts the weights in the store (this actor owns them: they live as long as it does, whoever
@@ -283,7 +325,7 @@ class ParameterServer:
         return None if self.version <= have else (self.version, self.ref)
 
 
-class _PullsWeights:
+class _PullsWeights(_Role):
     """Shared by the worker and the evaluator: a CPU network kept at the parameter server's version."""
 
     def _init_agent(self, ps: str, seed: int) -> None:
@@ -365,7 +407,7 @@ class RolloutWorker(_PullsWeights):
                 "restarted": self.restarted, "incarnation": ray.get_runtime_context().get_worker_id()}
 
 
-class Learner:
+class Learner(_Role):
     """DQN updates as fast as batches arrive; pushes its weights every ``push_every`` updates."""
 
     def __init__(self, cfg: DistConfig, replay: str, ps: str):
@@ -444,18 +486,33 @@ def _was_restarted() -> bool:
 # -- the Ray session -----------------------------------------------------------------------------------
 
 
+def _join_failure(address: str, err: BaseException) -> str:
+    """Why joining ``address`` failed, in one message: Ray's innermost reason and what to check."""
+    reasons, e = [], err
+    while e is not None and len(reasons) < 5:
+        reasons.append(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+        e = e.__cause__ or e.__context__
+    text = f"cannot join the Ray cluster at {address}: {reasons[-1]}"
+    if any("auth" in r.lower() for r in reasons):
+        return (text + ". The cluster uses token authentication: set RAY_AUTH_MODE=token here, with the cluster's "
+                "token in ~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN (worker nodes need it too)")
+    return text + ". Is `ray start --head` running there, and is its port reachable from this machine?"
+
+
 class RaySession:
     """``ray.init`` that cleans up after itself: local by default, or joining a cluster at ``address``.
 
     Locally Ray starts a GCS server, a raylet, worker processes and a session folder. Here the folder is
     a fresh ``cleanup.OwnedTempDir`` (``dqn-ray-<pid>-...``), and ``close`` shuts Ray down, waits for (and
     if need be ends) exactly the processes this session started, and removes the folder, so nothing is
-    left in /tmp. With ``address`` the cluster is someone else's: ``close`` only disconnects, and the
-    package's code is shipped to the cluster's nodes (``py_modules``; they still need torch, gymnasium
-    and ale-py). Use it as a context manager, or call ``close()``; it also closes at interpreter exit.
-    A local session made in the main thread holds ``cleanup.exit_on_signals`` until it closes, so SIGTERM
-    or SIGHUP end the program through ``close`` too; after a SIGKILL the next local session removes the
-    folder.
+    left in /tmp. With ``address`` the cluster is someone else's: ``close`` only disconnects (the cluster
+    stays up), and the package's code is shipped to the cluster's nodes (``py_modules``; they still need
+    torch, gymnasium and ale-py); a cluster that cannot be joined raises ``ConnectionError`` saying why.
+    Use it as a context manager, or call ``close()``; it also closes at interpreter exit. A session made
+    in the main thread holds ``cleanup.exit_on_signals`` until it closes, so SIGTERM or SIGHUP end the
+    program through ``close`` too (``ray.init`` puts its own SIGTERM handler in, which raises
+    ``SystemExit`` as well; ``close`` restores the default); after a SIGKILL the next local session
+    removes the folder.
     """
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None, object_store_mb: int = 512,
@@ -466,23 +523,25 @@ class RaySession:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         self.address, self.temp_dir, self._processes, self.closed = address, None, [], False
         self._temp: OwnedTempDir | None = None
-        self._signals: tuple[int, ...] = ()
-        if address:
-            import dqn_course
+        self._signals = hold_exit_signals()  # ray.init replaces the SIGTERM handler; close() restores it
+        try:
+            if address:
+                import dqn_course
 
-            ray.init(address=address, runtime_env={"py_modules": [dqn_course]}, logging_level=logging.WARNING,
-                     log_to_driver=log_to_driver)
-        else:
-            self._signals = hold_exit_signals()  # ray.init replaces the SIGTERM handler; close() restores it
-            try:
+                try:
+                    ray.init(address=address, runtime_env={"py_modules": [dqn_course]},
+                             logging_level=logging.WARNING, log_to_driver=log_to_driver)
+                except ConnectionError as err:
+                    raise ConnectionError(_join_failure(address, err)) from err
+            else:
                 self._temp = OwnedTempDir("dqn-ray-")
                 self.temp_dir = self._temp.name
                 ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, _temp_dir=self.temp_dir,
                          object_store_memory=object_store_mb * 2**20, logging_level=logging.WARNING,
                          log_to_driver=log_to_driver)
-            except BaseException:
-                self.close()
-                raise
+        except BaseException:
+            self.close()
+            raise
         atexit.register(self.close)
 
     def _ray_processes(self) -> list[psutil.Process]:

@@ -45,6 +45,25 @@ def recorded_runs(data_dir: str | Path | None = None) -> list[Path]:
     return [root / name for name in RECORDED_RUN_NAMES if (root / name / "log.csv").is_file()]
 
 
+def run_config(run_dir: str | Path):
+    """The ``train.Config`` a run was trained with, as its ``checkpoint.pt`` saved it."""
+    import torch
+
+    from dqn_course.train import Config
+
+    saved = torch.load(Path(run_dir) / "checkpoint.pt", map_location="cpu", weights_only=True)["config"]
+    return Config(**{k: v for k, v in saved.items() if k in Config.__dataclass_fields__})
+
+
+def last_evaluation(run_dir: str | Path) -> dict:
+    """The last row of a run's ``eval.csv``: step, mean, std and number of games."""
+    ev = read_log(Path(run_dir) / "eval.csv")
+    if not len(ev["step"]):
+        raise ValueError(f"{run_dir}/eval.csv has no evaluation yet")
+    return {"step": int(ev["step"][-1]), "mean": float(ev["mean_return"][-1]), "std": float(ev["std_return"][-1]),
+            "games": int(ev["episodes"][-1])}
+
+
 def find_recorded_run(data_dir: str | Path | None = None) -> Path | None:
     """The first of ``recorded_runs``: the longest-trained recorded run; None if there is none."""
     runs = recorded_runs(data_dir)

@@ -78,6 +78,43 @@ def test_find_recorded_run(tmp_path):
     assert playback.find_recorded_run(tmp_path) == tmp_path / "breakout"
     write_run(tmp_path / "breakout-fast")
     assert playback.find_recorded_run(tmp_path) == tmp_path / "breakout-fast"
+    write_run(tmp_path / "breakout-cpu")
+    assert playback.find_recorded_run(tmp_path) == tmp_path / "breakout-fast"  # a GPU-length run comes first
+    assert playback.recorded_runs(tmp_path) == [tmp_path / "breakout-fast", tmp_path / "breakout",
+                                                tmp_path / "breakout-cpu"]
+
+
+def test_plot_learning_draws_runs_random_five_times_random_and_the_yardstick(tmp_path):
+    write_run(tmp_path / "a")
+    write_run(tmp_path / "b", evals=3)
+    fig = playback.plot_learning({"a": tmp_path / "a", "b": tmp_path / "b"}, random_mean=1.5)
+    (ax,) = fig.axes
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert sum("evaluation" in t for t in labels) == 2 and sum("training games" in t for t in labels) == 2
+    assert "random actions, same protocol: 1.50" in labels and "5 × random: 7.5" in labels
+    assert any(t.startswith("CleanRL DQN after 10M steps: 366.9 ± 39.9") for t in labels)
+    assert sorted(line.get_ydata()[0] for line in ax.lines if len(set(line.get_ydata())) == 1)[:2] == [1.5, 7.5]
+    no_yardstick = playback.plot_learning({"a": tmp_path / "a"}, random_mean=1.0, yardstick=None)
+    assert not any("CleanRL" in t.get_text() for t in no_yardstick.axes[0].get_legend().get_texts())
+
+
+def test_last_evaluation_reads_the_last_row(tmp_path):
+    write_run(tmp_path / "run", evals=3)
+    assert playback.last_evaluation(tmp_path / "run") == {"step": 1800, "mean": 2.0, "std": 0.5, "games": 2}
+    write_run(tmp_path / "none", evals=0)
+    with pytest.raises(ValueError, match="no evaluation yet"):
+        playback.last_evaluation(tmp_path / "none")
+
+
+def test_save_gif_writes_every_other_frame(tmp_path):
+    from PIL import Image
+
+    frames = [np.full((210, 160, 3), i * 20, np.uint8) for i in range(10)]
+    path = playback.save_gif(frames, tmp_path / "a.gif", every=2)
+    with Image.open(path) as im:
+        assert im.format == "GIF" and im.size == (160, 210) and im.n_frames == 5
+    with pytest.raises(ValueError, match="no frames"):
+        playback.save_gif([], tmp_path / "b.gif")
 
 
 def test_read_log_and_plot_run(tmp_path):
@@ -108,6 +145,8 @@ def test_checkpoint_round_trip_and_play(tmp_path):
     save_checkpoint(tmp_path / "checkpoint.pt", agent, PRESETS["quick"], 1234)
     loaded, info = playback.load_agent(tmp_path / "checkpoint.pt")
     assert info["step"] == 1234 and info["config"]["total_steps"] == PRESETS["quick"].total_steps
+    assert set(torch.load(tmp_path / "checkpoint.pt", weights_only=True)) == {"q", "config", "step"}
+    assert playback.run_config(tmp_path) == PRESETS["quick"]
     for a, b in zip(agent.q.parameters(), loaded.q.parameters()):
         assert torch.equal(a, b)
     episode = playback.play_episode(loaded, max_steps=20, seed=0)
