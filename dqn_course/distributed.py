@@ -42,7 +42,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, NoReturn
 
 import numpy as np
 import psutil
@@ -123,7 +123,8 @@ class DistConfig:
         if self.max_restarts < 0:
             raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
         c = self.cpus_per_actor
-        if not isinstance(c, (int, float)) or isinstance(c, bool) or not (0 < c <= 1 or float(c).is_integer()):
+        if (not isinstance(c, (int, float)) or isinstance(c, bool) or not c > 0
+                or not (c <= 1 or float(c).is_integer())):
             raise ValueError(f"cpus_per_actor must be a fraction in (0, 1] or a whole number of CPUs (Ray's rule), "
                              f"got {c!r}")
         if c < 1e-4:
@@ -486,6 +487,18 @@ def _was_restarted() -> bool:
 # -- the Ray session -----------------------------------------------------------------------------------
 
 
+class ClusterTooSmallError(ValueError):
+    """The run's actors cannot all hold their resources on the cluster at once; the message says what to change."""
+
+
+class ClusterJoinError(ConnectionError):
+    """``RaySession(address=...)`` could not join the cluster; the message says why and what to check."""
+
+
+class ActorsPendingError(TimeoutError):
+    """Actors not started after ``DistConfig.start_timeout_seconds``; the message says which and what they wait for."""
+
+
 def _join_failure(address: str, err: BaseException) -> str:
     """Why joining ``address`` failed, in one message: Ray's innermost reason and what to check."""
     reasons, e = [], err
@@ -507,7 +520,7 @@ class RaySession:
     if need be ends) exactly the processes this session started, and removes the folder, so nothing is
     left in /tmp. With ``address`` the cluster is someone else's: ``close`` only disconnects (the cluster
     stays up), and the package's code is shipped to the cluster's nodes (``py_modules``; they still need
-    torch, gymnasium and ale-py); a cluster that cannot be joined raises ``ConnectionError`` saying why.
+    torch, gymnasium and ale-py); a cluster that cannot be joined raises ``ClusterJoinError`` saying why.
     Use it as a context manager, or call ``close()``; it also closes at interpreter exit. A session made
     in the main thread holds ``cleanup.exit_on_signals`` until it closes, so SIGTERM or SIGHUP end the
     program through ``close`` too (``ray.init`` puts its own SIGTERM handler in, which raises
@@ -532,7 +545,7 @@ class RaySession:
                     ray.init(address=address, runtime_env={"py_modules": [dqn_course]},
                              logging_level=logging.WARNING, log_to_driver=log_to_driver)
                 except ConnectionError as err:
-                    raise ConnectionError(_join_failure(address, err)) from err
+                    raise ClusterJoinError(_join_failure(address, err)) from err
             else:
                 self._temp = OwnedTempDir("dqn-ray-")
                 self.temp_dir = self._temp.name
@@ -600,6 +613,150 @@ class RaySession:
 # -- the driver ------------------------------------------------------------------------------------------
 
 
+def _learner_gpus(cfg: DistConfig) -> int:
+    """The learner's GPUs: 1 when ``device`` asks for CUDA, or when no device is forced and the cluster has one."""
+    if cfg.device:
+        return 1 if cfg.device.startswith("cuda") else 0
+    return 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+
+
+def cluster_nodes() -> list[dict]:
+    """The connected cluster's live nodes: ``name`` (IP/start of the node id) and their total ``CPU`` and ``GPU``."""
+    return [{"name": f"{n['NodeManagerAddress']}/{n['NodeID'][:6]}", "CPU": float(n["Resources"].get("CPU", 0)),
+             "GPU": float(n["Resources"].get("GPU", 0))} for n in ray.nodes() if n.get("Alive")]
+
+
+def _slots(cpus: float, per_actor: float) -> int:
+    """How many actors of ``per_actor`` CPUs a node of ``cpus`` CPUs holds (Ray counts in 1/10,000 CPU)."""
+    return round(cpus * 10_000) // round(per_actor * 10_000)
+
+
+def _fits(nodes: list[dict], actors: int, per_actor: float, learner_gpus: int) -> bool:
+    """``actors`` actors of ``per_actor`` CPUs fit on ``nodes``, the first (the learner) with ``learner_gpus`` GPUs.
+
+    Every actor asks for the same CPUs, so any placement that fills nodes one actor at a time is as good as
+    any other: they fit when the nodes' slots add up, and a node with the GPU has a slot for the learner.
+    """
+    slots = [_slots(n["CPU"], per_actor) for n in nodes]
+    if learner_gpus and not any(s >= 1 and n["GPU"] >= learner_gpus for s, n in zip(slots, nodes)):
+        return False
+    return sum(slots) >= actors
+
+
+def check_fits(cfg: DistConfig, nodes: list[dict], learner_gpus: int = 0) -> None:
+    """Raise ``ClusterTooSmallError`` unless the learner and every worker can hold their resources at once.
+
+    ``nodes`` are totals per live node, as ``cluster_nodes`` gives them (not what other jobs leave free:
+    their actors end, and this run's then start). Each of ``cfg.actors_at_once()`` actors (the learner
+    and the workers; the evaluator later takes a finished worker's place) needs ``cfg.cpus_per_actor``
+    CPUs on one node, and the learner ``learner_gpus`` GPUs on its node. The message says what the run
+    needs, what the cluster has and which change would make it fit: fewer workers, fractional CPUs, a
+    GPU node or more CPUs.
+    """
+    c, n = cfg.cpus_per_actor, cfg.actors_at_once()
+    if _fits(nodes, n, c, learner_gpus):
+        return
+    have = ", ".join(f"{x['name']}: {x['CPU']:g} CPU" + (f" + {x['GPU']:g} GPU" if x["GPU"] else "")
+                     for x in nodes) or "no live node"
+    if learner_gpus and not _fits(nodes, 1, c, learner_gpus):
+        raise ClusterTooSmallError(
+            f"the learner needs {c:g} CPU + {learner_gpus} GPU on one node (device {cfg.device or 'cuda'!r}), but no "
+            f"node of the cluster has that ({have}): add a GPU node (`ray start --address=HEAD_IP:PORT "
+            f"--num-gpus=1`) or run the learner on the CPU (--device cpu)")
+    workers = f"{cfg.num_workers} rollout worker" + ("s" if cfg.num_workers > 1 else "")
+    slots = sum(_slots(x["CPU"], c) for x in nodes)
+    fixes = []
+    if slots >= 2 and _fits(nodes, slots, c, learner_gpus):
+        fixes.append(f"fewer workers (--workers {slots - 1})")
+    fraction = next((f for f in (0.5, 0.25, 0.2, 0.1, 0.05, 0.02, 0.01) if f < c and _fits(nodes, n, f, learner_gpus)),
+                    None)
+    if fraction is not None:
+        fixes.append(f"fractional CPUs (--cpus-per-actor {fraction:g}: the actors then share cores)")
+    more = max(1, math.ceil((n - slots) * c))
+    fixes.append(f"{more} more CPU{'s' if more > 1 else ''} (a node started with `ray start --address=HEAD_IP:PORT "
+                 f"--num-cpus={more}`)")
+    raise ClusterTooSmallError(
+        f"this run needs {n} actors of {c:g} CPU at once, {n * c:g} CPUs in all (the learner"
+        f"{f' with {learner_gpus} GPU' if learner_gpus else ''} and {workers}; the evaluator takes a finished "
+        f"worker's place, the replay actor and the parameter server take none), but the cluster has "
+        f"{sum(x['CPU'] for x in nodes):g} CPUs ({have}), room for {slots} such actor{'s' if slots != 1 else ''}. "
+        f"Ask for " + ", or ".join(fixes))
+
+
+def _request_text(request: dict) -> str:
+    return " + ".join(f"{v:g} {k}" for k, v in request.items() if v) or "no CPU"
+
+
+def _actor_status(handle) -> str:
+    """What Ray's actor table says of an actor: not running yet, starting (pid), alive, restarting, dead."""
+    try:
+        from ray._private import state  # Ray's own view of the actor table (no dashboard needed)
+
+        info = state.actors(handle._actor_id.hex())
+    except Exception:  # a developer API: a report without it beats a failed run
+        return "not started"
+    status = info.get("State", "")
+    if status in ("DEPENDENCIES_UNREADY", "PENDING_CREATION"):
+        return f"starting (pid {info['Pid']})" if info.get("Pid") else "not running yet"
+    return status.lower().replace("_", " ") or "unknown"
+
+
+def _cluster_state() -> str:
+    """Free CPUs, and the requests Ray cannot place for want of resources (``ray status``'s pending demands)."""
+    try:
+        free, total = ray.available_resources().get("CPU", 0), ray.cluster_resources().get("CPU", 0)
+        text = f"cluster: {free:g} of {total:g} CPUs free"
+    except Exception:
+        return "cluster: state unknown"
+    try:
+        from ray.autoscaler.v2.sdk import get_cluster_resource_state
+
+        pending = get_cluster_resource_state(ray._private.worker.global_worker.gcs_client).pending_resource_requests
+        demands = [(dict(r.request.resources_bundle), r.count) for r in pending]
+    except Exception:  # developer APIs: without them the free CPUs still say much
+        return text
+    if not demands:
+        return text + "; no request waits for resources"
+    return text + "; waiting for resources no node has free: " + ", ".join(
+        f"{n} request{'s' if n > 1 else ''} for {_request_text(bundle)}" for bundle, n in demands)
+
+
+def _report(message: str) -> None:
+    print(f"dqn_course.distributed: {message}", file=sys.stderr, flush=True)
+
+
+def _wait_started(actors: dict[str, tuple], cfg: DistConfig) -> dict[str, dict]:
+    """Wait until every actor answered its first call (``where``); returns name -> its ``where()``.
+
+    ``actors`` maps a name to (handle, resources it asked for). Every ``cfg.pending_report_seconds`` the
+    ones still waiting are reported on stderr with what they asked for and where they stand; an actor
+    whose constructor failed raises its error here; after ``cfg.start_timeout_seconds`` (0: never)
+    ``ActorsPendingError``.
+    """
+    refs = {handle.where.remote(): name for name, (handle, _) in actors.items()}
+    out: dict[str, dict] = {}
+    t0 = time.monotonic()
+    next_report = t0 + cfg.pending_report_seconds
+    deadline = t0 + cfg.start_timeout_seconds if cfg.start_timeout_seconds else math.inf
+    while refs:
+        ready, _ = ray.wait(list(refs), num_returns=1, timeout=max(0.0, min(next_report, deadline) - time.monotonic()))
+        for ref in ready:
+            out[refs.pop(ref)] = ray.get(ref)  # a constructor's error surfaces here
+        now = time.monotonic()
+        if not refs or now < min(next_report, deadline):
+            continue
+        waiting = "; ".join(f"{name} ({_request_text(actors[name][1])}): {_actor_status(actors[name][0])}"
+                            for name in refs.values())
+        message = (f"{len(refs)} of {len(actors)} actors not started after {now - t0:.0f} s: {waiting} "
+                   f"({_cluster_state()})")
+        if now >= deadline:
+            raise ActorsPendingError(f"{message}. Gave up after start_timeout_seconds={cfg.start_timeout_seconds:g}: "
+                                     f"free the cluster's CPUs, or ask for less (--workers, --cpus-per-actor)")
+        _report(message + ", still waiting")
+        next_report = now + cfg.pending_report_seconds
+    return out
+
+
 @dataclass
 class Progress:
     """What the driver knows after each event; ``run``'s callback gets it (e.g. to kill a worker in a test)."""
@@ -611,50 +768,60 @@ class Progress:
     alive: set = dataclasses.field(default_factory=set)
 
 
-def _learner_gpus(cfg: DistConfig) -> int:
-    """One GPU for the learner when the cluster has one (and no device was forced)."""
-    if cfg.device and not cfg.device.startswith("cuda"):
-        return 0
-    return 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
-
-
 def run(cfg: DistConfig, address: str | None = None, callback: Callable[[Progress], None] | None = None) -> dict:
     """Train with ``cfg`` on Ray; returns a summary (rates over the learning window, worker events, returns).
 
     Uses the Ray session this process already has (a notebook's, a test's; ``address`` is then not used)
-    or starts one: local unless ``address`` names a cluster to join; a session started here is closed
-    before returning, and the run's actors are ended either way.
+    or starts one: local (with the CPUs the run needs, at least this machine's) unless ``address`` names
+    a cluster to join. Before creating any actor it checks that the run fits the cluster
+    (``check_fits``: ``ClusterTooSmallError`` otherwise); actors slow to start are reported on stderr
+    (``_wait_started``). The run's actors are ended however it ends, Ctrl-C, SIGTERM and SIGHUP
+    included (``cleanup.exit_on_signals``); a session started here is closed (a joined cluster stays up).
     """
     cfg.validate()
-    session = None if ray.is_initialized() else RaySession(address, num_cpus=max(os.cpu_count() or 1,
-                                                                               cfg.num_workers + 2))
-    actors: list = []
-    try:
-        return _drive(cfg, callback, actors)
-    finally:
-        for actor in actors:
-            ray.kill(actor)
-        if session is not None:
-            session.close()
+    with exit_on_signals():
+        session = None
+        if not ray.is_initialized():
+            cpus = max(os.cpu_count() or 1, math.ceil(cfg.actors_at_once() * cfg.cpus_per_actor))
+            session = RaySession(address, num_cpus=cpus)
+        actors: list = []
+        try:
+            return _drive(cfg, callback, actors)
+        finally:
+            for actor in actors:
+                ray.kill(actor)
+            if session is not None:
+                session.close()
 
 
 def _drive(cfg: DistConfig, callback, actors: list) -> dict:
     t_start = time.perf_counter()
     gpus = _learner_gpus(cfg)
+    nodes = cluster_nodes()
+    check_fits(cfg, nodes, gpus)  # before any actor exists: a run that cannot fit is refused, not left waiting
+    c = cfg.cpus_per_actor
+    free = ray.available_resources().get("CPU", 0)
+    if free < cfg.actors_at_once() * c:
+        _report(f"the run needs {cfg.actors_at_once() * c:g} CPUs and other jobs hold the cluster's now ({free:g} of "
+                f"{sum(n['CPU'] for n in nodes):g} free): its actors start as those free up")
     run_id = uuid.uuid4().hex[:8]  # actor names unique to this run, so runs sharing a cluster never mix
     replay_name, ps_name = f"dqn-replay-{run_id}", f"dqn-params-{run_id}"
     replay = ray.remote(ReplayServer).options(name=replay_name, num_cpus=0).remote(
         cfg.buffer_size, cfg.num_workers, cfg.seed, cfg.prefault)
     ps = ray.remote(ParameterServer).options(name=ps_name, num_cpus=0).remote()
     actors += [replay, ps]
-    learner = ray.remote(Learner).options(num_cpus=1, num_gpus=gpus).remote(cfg, replay_name, ps_name)
+    learner = ray.remote(Learner).options(num_cpus=c, num_gpus=gpus).remote(cfg, replay_name, ps_name)
     actors.append(learner)
     published = learner.publish.remote()  # version 0; the workers start meanwhile and wait for it
     # Ray restarts a dead worker (max_restarts) and re-sends the call it was running (max_task_retries=-1);
     # once restarts run out, calls fail with ActorDiedError and the worker is reported dead.
-    worker_cls = ray.remote(RolloutWorker).options(num_cpus=1, max_restarts=cfg.max_restarts, max_task_retries=-1)
+    worker_cls = ray.remote(RolloutWorker).options(num_cpus=c, max_restarts=cfg.max_restarts, max_task_retries=-1)
     workers = [worker_cls.remote(i, cfg, ps_name, replay_name) for i in range(cfg.num_workers)]
     actors += workers
+    requests = {"replay": (replay, {}), "parameter server": (ps, {}),
+                "learner": (learner, {"CPU": c, "GPU": gpus}), **{f"worker {i}": (w, {"CPU": c})
+                                                                   for i, w in enumerate(workers)}}
+    started = _wait_started(requests, cfg)
     ray.get(published)  # a learner that cannot start (no GPU, bad config) fails the run here
     progress = Progress(workers=workers, alive=set(range(cfg.num_workers)))
     pending = {w.collect.remote(cfg.chunk): i for i, w in enumerate(workers)}
@@ -662,6 +829,7 @@ def _drive(cfg: DistConfig, callback, actors: list) -> dict:
     per_worker, versions, incarnation = [0] * cfg.num_workers, [-1] * cfg.num_workers, [None] * cfg.num_workers
     learner_ref, window = None, None  # window: (time, steps, updates) at the learner's first result
     last_update = (0.0, 0)  # (time, updates) of the newest learner result
+    last_result = time.monotonic()
 
     def done() -> bool:
         if progress.steps >= cfg.total_steps:
@@ -673,7 +841,15 @@ def _drive(cfg: DistConfig, callback, actors: list) -> dict:
         if learner_ref is None and not done() and progress.steps >= cfg.learning_starts:
             learner_ref = learner.train.remote(cfg.updates_per_call)
         waiting = list(pending) + ([learner_ref] if learner_ref is not None else [])
-        [ref], _ = ray.wait(waiting, num_returns=1)
+        ready, _ = ray.wait(waiting, num_returns=1, timeout=cfg.pending_report_seconds)
+        if not ready:  # nothing for a while: say who we wait for and how they stand, then keep waiting
+            names = [f"worker {i}" for i in sorted(pending.values())] + (["learner"] if learner_ref else [])
+            _report(f"no result for {time.monotonic() - last_result:.0f} s from "
+                    + "; ".join(f"{name} ({_actor_status(requests[name][0])})" for name in names)
+                    + f" ({_cluster_state()}), still waiting")
+            continue
+        [ref] = ready
+        last_result = time.monotonic()
         now = time.perf_counter()
         if ref == learner_ref:
             stats = ray.get(ref)
@@ -709,23 +885,34 @@ def _drive(cfg: DistConfig, callback, actors: list) -> dict:
             callback(progress)
 
     t_end = time.perf_counter()
+    for worker in workers:  # done: their CPUs go back to the cluster (the evaluator takes one)
+        ray.kill(worker)
+    placement = {"learner": started["learner"], "replay": started["replay"], "params": started["parameter server"],
+                 "workers": [started[f"worker {i}"] for i in range(cfg.num_workers)]}
     summary = {"workers": cfg.num_workers, "steps": progress.steps, "updates": progress.updates,
                "seconds": t_end - t_start, "steps_per_worker": per_worker, "worker_weight_versions": versions,
                "episodes": len(returns), "last_returns": returns[-10:], "events": events,
                "dead_workers": sorted(set(range(cfg.num_workers)) - progress.alive),
                "epsilons": worker_epsilons(cfg.num_workers, cfg.eps_base, cfg.eps_alpha, cfg.epsilon),
                "learner_gpus": gpus, **{f"learner_{k}": v for k, v in ray.get(learner.describe.remote()).items()},
-               "replay": ray.get(replay.stats.remote())}
+               "replay": ray.get(replay.stats.remote()), "cpus_per_actor": c,
+               "cluster": {"nodes": len(nodes), "CPU": sum(n["CPU"] for n in nodes),
+                           "GPU": sum(n["GPU"] for n in nodes)},
+               "placement": placement}
     if window is not None and last_update[0] > window[0]:  # rates need a learner result after the first one
         summary["window_s"] = t_end - window[0]
         summary["ingest_steps_per_s"] = (progress.steps - window[1]) / (t_end - window[0])
         summary["updates_per_s"] = (last_update[1] - window[2]) / (last_update[0] - window[0])
     summary["weights_version"] = ray.get(ps.latest.remote())[0]
     if cfg.eval_episodes > 0:
-        evaluator = ray.remote(Evaluator).options(num_cpus=1).remote(cfg, ps_name)
+        evaluator = ray.remote(Evaluator).options(num_cpus=c).remote(cfg, ps_name)
         actors.append(evaluator)
         summary["weights_version"] = ray.get(learner.publish.remote())  # evaluate the final network
+        placement["evaluator"] = _wait_started({"evaluator": (evaluator, {"CPU": c})}, cfg)["evaluator"]
         summary["eval"] = ray.get(evaluator.evaluate.remote(cfg.eval_episodes))
+    summary["nodes_used"] = len({p["node"] for p in (placement["learner"], placement["replay"], placement["params"],
+                                                      *placement["workers"], placement.get("evaluator"))
+                                 if p is not None})
     return summary
 
 
@@ -752,17 +939,39 @@ def parse_args(argv: list[str] | None = None) -> tuple[DistConfig, argparse.Name
     return cfg, args
 
 
+def _fail(message: str, status: int) -> NoReturn:
+    """End the CLI the way argparse does: ``error: <message>`` on stderr, no traceback, exit ``status``."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(status)
+
+
 def main(argv: list[str] | None = None) -> None:
+    """The CLI: ``run`` with the parsed settings, then its summary (``--json``: one JSON object on stdout).
+
+    A setting that cannot work, or a run that cannot fit the cluster, ends with ``error: ...`` on stderr
+    and exit status 2 (as argparse does); a cluster that cannot be joined, or actors that never start,
+    the same way with status 1.
+    """
     cfg, args = parse_args(argv)
-    summary = run(cfg, address=args.address)
+    try:
+        cfg.validate()
+    except ValueError as err:
+        _fail(str(err), 2)
+    try:
+        summary = run(cfg, address=args.address)
+    except ClusterTooSmallError as err:
+        _fail(str(err), 2)
+    except (ClusterJoinError, ActorsPendingError) as err:
+        _fail(str(err), 1)
     if args.json:
         print(json.dumps(summary))
         return
     rate = (f"{summary['ingest_steps_per_s']:,.0f} env steps/s ingested, {summary['updates_per_s']:,.1f} updates/s "
             f"while learning" if "ingest_steps_per_s" in summary else "too short to time while learning")
     print(f"done: {summary['steps']:,} steps from {cfg.num_workers} worker(s), {summary['updates']:,} updates "
-          f"on {summary['learner_device']} in {summary['seconds']:.0f} s ({rate}); {summary['episodes']} games, "
-          f"{len(summary['events'])} worker restarts or deaths, dead: {summary['dead_workers'] or 'none'}")
+          f"on {summary['learner_device']} in {summary['seconds']:.0f} s ({rate}), on {summary['nodes_used']} "
+          f"node(s); {summary['episodes']} games, {len(summary['events'])} worker restarts or deaths, dead: "
+          f"{summary['dead_workers'] or 'none'}")
     if "eval" in summary:
         print(f"evaluation of weights version {summary['eval']['version']}: mean return "
               f"{np.mean(summary['eval']['returns']):.1f} over {len(summary['eval']['returns'])} games")
