@@ -344,7 +344,6 @@ def train(cfg: Config) -> dict:
     cfg.validate()
     resume_arrays, resume_meta, resume_path = load_resume(cfg)  # before allocating: a bad file fails fast
     out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     device = pick_device(cfg.device or None)
     np.random.seed(cfg.seed)
 
@@ -367,6 +366,7 @@ def train(cfg: Config) -> dict:
         print(f"resumed from {resume_path} at step {counters['step']:,}")
     step = counters["step"]
     resume_step = step if resume_path else None
+    out.mkdir(parents=True, exist_ok=True)  # only now: a run refused while building leaves no folder
     log = CsvLog(out / "log.csv", ["step", "episode_return", "episode_length", "loss", "epsilon", "rss_mb",
                                    "steps_per_s"], resume_step)
     eval_log = CsvLog(out / "eval.csv", ["step", "mean_return", "std_return", "episodes"], resume_step)
