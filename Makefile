@@ -20,15 +20,18 @@ $(VENV)/.installed: pyproject.toml
 lab: setup
 	$(VENV)/bin/jupyter lab notebooks/
 
-# Unit tests and strict nbval over every notebook, in quick mode (what CI runs).
+# Unit tests and strict nbval over every notebook, in quick mode (what CI runs). One torch/OpenMP thread per
+# process: on a CPU shared with other work, torch's spinning worker threads slow every test several times over.
+TEST_ENV := DQN_COURSE_QUICK=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+
 test: setup
-	DQN_COURSE_QUICK=1 $(PY) -m pytest tests --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(TEST_ENV) $(PY) -m pytest tests --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 unit: setup
 	$(PY) -m pytest tests
 
 notebooks: setup
-	DQN_COURSE_QUICK=1 $(PY) -m pytest --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(TEST_ENV) $(PY) -m pytest --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 # The full Breakout run (Nature/CleanRL learning settings, 10M steps, fast path): meant for a GPU machine.
 train: setup

@@ -168,6 +168,8 @@ def plot_learning(runs: dict[str, str | Path], random_mean: float, yardstick: di
                          f"{yardstick['std']} ({yardstick['seeds']} seeds)")
     ax.set_yscale("symlog", linthresh=10, linscale=1.5)
     ax.set_ylim(0, 600 if yardstick is not None else None)
+    ticks = [t for t in (0, 2, 4, 6, 8, 10, 20, 50, 100, 200, 500) if t <= ax.get_ylim()[1]]
+    ax.set_yticks(ticks, [str(t) for t in ticks])
     ax.set_xlabel("agent step (4 emulator frames each)")
     ax.set_ylabel("game score (unclipped)")
     ax.set_title("Breakout: does it learn?", fontsize=11)
