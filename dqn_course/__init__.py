@@ -10,7 +10,9 @@
 - ``ladder``     the memory ladder, measured rung by rung, and its figure (06, README)
 - ``networks``   the Nature DQN CNN
 - ``agent``      acting and learning, batched and per-sample targets (06)
-- ``train``      the training loop and its CLI (07)
+- ``train``      the training loop, its presets and its CLI (07)
+- ``stopping``   a deadline and SIGINT/SIGTERM turned into "save, then exit" (07, 09)
+- ``cleanup``    temporary folders removed on Ctrl-C/SIGTERM, and after a killed run (09, 10)
 - ``playback``   watching a checkpoint play, replay RAM at 1M (07)
 - ``per``        prioritized replay: sum trees, IS weights, PrioritizedMemory (08)
 - ``per_demo``   notebook 08's CartPole comparison and filled trees (08)
