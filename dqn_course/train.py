@@ -92,7 +92,6 @@ class Config:
     prefault: bool = True  # touch the replay memory's pages at start: fail now, not in hour 5
     progress: bool = True
 
-
     def validate(self) -> None:
         """Refuse settings that cannot work, before anything is built; raises ``ConfigError`` saying what to change.
 
@@ -101,12 +100,13 @@ class Config:
         """
         _check_config(self)
 
+
 PRESETS: dict[str, Config] = {
     "breakout": Config(),
     "breakout-fast": Config(num_envs=8, env_backend="ale", replay_on_device=True, out_dir="runs/breakout-fast"),
     # A laptop CPU (2 cores, one update of batch 32 takes ~50-70 ms there): the same learning problem, shrunk
     # to fit hours instead of days. Each change from the Nature settings, and why:
-    # - total_steps 500k (not 10M): ~55 agent steps/s on one core makes 10M steps two days; the
+    # - total_steps 500k (not 10M): at tens of agent steps/s, 10M steps would take days; the
     #   schedules below are sized so learning shows within the first few hundred thousand steps.
     # - buffer_size 100k frames (not 1M): 500k steps would fill 1M only half; 100k is 0.7 GB and the
     #   oldest data it drops is from the exploration phase.

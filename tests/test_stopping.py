@@ -17,7 +17,7 @@ from dqn_course.checkpoint import CheckpointError, list_checkpoints, read_checkp
 from dqn_course.playback import load_agent
 from dqn_course.profiling import InsufficientMemoryError, available_bytes
 from dqn_course.stopping import StopRequests
-from dqn_course.train import PRESETS, ConfigError, main, resume_command, train
+from dqn_course.train import PRESETS, ConfigError, main, parse_args, resume_command, train
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -151,22 +151,6 @@ REFUSED = [
                  "works with --replay-storage ram only", id="device-replay-storage"),
     pytest.param(["--resume", "/nonexistent"], CheckpointError, "no checkpoint at /nonexistent", id="resume"),
 ]
-_FIELDS = {"--num-envs": "num_envs", "--buffer-size": "buffer_size", "--replay-storage": "replay_storage",
-           "--env-backend": "env_backend", "--total-steps": "total_steps", "--learning-starts": "learning_starts",
-           "--batch-size": "batch_size", "--device": "device", "--eps-fraction": "eps_fraction", "--gamma": "gamma",
-           "--time-limit": "time_limit", "--replay-on-device": "replay_on_device", "--resume": "resume"}
-
-
-def as_overrides(argv: list[str]) -> dict:
-    types = {f.name: f.type for f in dataclasses.fields(PRESETS["quick"])}
-    out = {}
-    for flag, text in zip(argv[::2], argv[1::2]):
-        name = _FIELDS[flag]
-        kind = types[name]
-        out[name] = (text == "true") if kind in (bool, "bool") else {"int": int, "float": float}.get(str(kind), str)(text)
-    return out
-
-
 @pytest.mark.parametrize("argv, error, message", REFUSED)
 def test_the_cli_refuses_with_status_2_and_no_traceback(tmp_path, argv, error, message, capsys):
     out = tmp_path / "run"
@@ -193,8 +177,9 @@ def test_the_real_cli_prints_one_error_line(tmp_path, argv, message):
 @pytest.mark.parametrize("argv, error, message", REFUSED)
 def test_train_raises_the_same_error_before_writing_anything(tmp_path, argv, error, message):
     out = tmp_path / "run"
+    cfg = dataclasses.replace(parse_args(["--preset", "quick", *argv]), out_dir=str(out), progress=False)
     with pytest.raises(error) as info:
-        train(quick_config(out, **as_overrides(argv)))
+        train(cfg)
     assert message in str(info.value)
     assert not out.exists()
 
