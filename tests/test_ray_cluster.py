@@ -266,7 +266,7 @@ ACROSS = textwrap.dedent("""
             cfg.buffer_size, 1, cfg.seed)
         ps = ray.remote(ParameterServer).options(name="x-ps", num_cpus=0, scheduling_strategy=here(head)).remote()
         ray.get(ps.push.remote(0, weights_to_numpy(DQNAgent(4, seed=cfg.seed).q)))
-        worker = ray.remote(RolloutWorker).options(num_cpus=1, scheduling_strategy=here(other)).remote(
+        worker = ray.remote(RolloutWorker).options(num_cpus=0, scheduling_strategy=here(other)).remote(
             0, cfg, "x-ps", "x-replay")
         for _ in range(3):
             ray.get(worker.collect.remote(20))
