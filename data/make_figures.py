@@ -62,10 +62,15 @@ def readme_block(runs: list[Path]) -> str:
     return "\n".join(lines + [END])
 
 
+def block_span(text: str) -> tuple[int, int]:
+    """Where README's learning block starts and ends, its markers included."""
+    return text.index(BEGIN), text.index(END) + len(END)
+
+
 def write_readme_block(block: str) -> bool:
     """Replace README's block; returns whether anything changed."""
     text = README.read_text()
-    start, end = text.index(BEGIN), text.index(END) + len(END)
+    start, end = block_span(text)
     new = text[:start] + block + text[end:]
     README.write_text(new)
     return new != text
@@ -82,8 +87,7 @@ def main() -> None:
         raise SystemExit("no recorded run with eval.csv and checkpoint.pt under data/")
     if args.check:
         text = README.read_text()
-        current = text[text.index(BEGIN):text.index(END) + len(END)]
-        if current != readme_block(runs):
+        if text[slice(*block_span(text))] != readme_block(runs):
             raise SystemExit("README.md's learning table differs from data/: run python data/make_figures.py")
         print("README.md's learning table matches data/")
         return
