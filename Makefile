@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: setup lab test unit notebooks train train-quick train-cpu figures bench clean
+.PHONY: setup lab test unit notebooks train train-quick train-cpu figures readme bench clean
 
 setup: $(VENV)/.installed
 
@@ -46,6 +46,10 @@ train-cpu: setup
 
 figures: setup
 	$(PY) data/make_figures.py
+
+# README's module tables, from each module's docstring (reads the files, imports nothing: no set-up needed).
+readme:
+	$(PYTHON) data/make_readme.py
 
 bench: setup
 	$(PY) benchmarks/memory_ladder.py

@@ -4,7 +4,7 @@
                                                         #        and data/memory_ladder.png
     python benchmarks/memory_ladder.py --transitions 50000 --json   # one JSON object per stage per line
 
-Each stage runs in a fresh process (see dqn_course.ladder). Quick mode (DQN_COURSE_QUICK=1) uses
+Each stage runs in a fresh process (see dqn_course.lab.ladder). Quick mode (DQN_COURSE_QUICK=1) uses
 2,000 transitions per stage and saves nothing unless --rows or --figure is given, so a smoke run
 never overwrites the measured results.
 """
@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from dqn_course import quick_mode
-from dqn_course.bench import environment_info, save_results
 from dqn_course.cleanup import exit_on_signals
-from dqn_course.ladder import default_transitions, format_table, plot_ladder, run_ladder
+from dqn_course.lab.bench import environment_info, save_results
+from dqn_course.lab.ladder import default_transitions, format_table, plot_ladder, run_ladder
 
 ROOT = Path(__file__).resolve().parents[1]
 

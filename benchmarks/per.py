@@ -27,11 +27,11 @@ import torch
 
 from dqn_course import quick_mode
 from dqn_course.agent import DQNAgent
-from dqn_course.bench import calls_per_second, environment_info, save_results
 from dqn_course.cleanup import exit_on_signals
 from dqn_course.envs import random_frames
+from dqn_course.lab.bench import calls_per_second, environment_info, save_results
+from dqn_course.lab.per_demo import filled_trees, interleaved_ms
 from dqn_course.per import PrioritizedMemory
-from dqn_course.per_demo import filled_trees, interleaved_ms
 from dqn_course.replay import FrameSharingMemory
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -28,11 +28,11 @@ import time
 from pathlib import Path
 
 from dqn_course import quick_mode
-from dqn_course.bench import environment_info, save_results
 from dqn_course.cleanup import exit_on_signals
 from dqn_course.distributed import RaySession
-from dqn_course.scaling import (BATCH, add_ratios, best_rounds, format_table, time_ray, time_single_process, verdict,
-                                worker_counts)
+from dqn_course.lab.bench import environment_info, save_results
+from dqn_course.lab.scaling import (BATCH, add_ratios, best_rounds, format_table, time_ray, time_single_process,
+                                    verdict, worker_counts)
 
 ROOT = Path(__file__).resolve().parents[1]
 

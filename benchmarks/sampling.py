@@ -5,7 +5,7 @@
     python benchmarks/sampling.py --million 0           # skip the 1M-frame compressed fill (~1 min)
 
 Every memory is filled with the same real Breakout transitions (a pool of random play replayed
-cyclically, see dqn_course.bench), ``capacity`` transitions each; the deque keeps one distinct stack
+cyclically, see dqn_course.lab.bench), ``capacity`` transitions each; the deque keeps one distinct stack
 array per step (next state shared by reference, as in a training loop), so its memory is honest.
 A second table times the deque and the frame-sharing ring at growing capacities: indexing a deque
 walks its blocks (O(N) per draw), a ring's fancy indexing does not. Memories are built one at a
@@ -36,8 +36,9 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core; set before numpy loads (fresh processes inherit it)
 
 from dqn_course import quick_mode  # noqa: E402
-from dqn_course.bench import FramePool, environment_info, fill, play_frames, sampling_rates, save_results  # noqa: E402
 from dqn_course.cleanup import OwnedTempDir, exit_on_signals  # noqa: E402
+from dqn_course.lab.bench import (FramePool, environment_info, fill, play_frames, sampling_rates,  # noqa: E402
+                                  save_results)
 from dqn_course.profiling import measure_in_subprocess  # noqa: E402
 from dqn_course.replay import MEMORY_CLASSES  # noqa: E402
 from dqn_course.storage import CODECS, STORAGES, compare_codecs, measure_storage  # noqa: E402

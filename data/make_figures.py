@@ -28,7 +28,7 @@ DATA = Path(__file__).resolve().parent
 ROOT = DATA.parent
 sys.path.insert(0, str(ROOT))
 
-from dqn_course import playback  # noqa: E402
+from dqn_course.lab import playback  # noqa: E402
 from dqn_course.train import evaluate  # noqa: E402
 
 FIGURES = DATA / "figures"

@@ -1,28 +1,8 @@
-"""dqn_course: the helper package of the DQN memory course. Modules mirror the notebooks.
+"""dqn_course: the DQN memory course's library (what training runs) and, in ``dqn_course.lab``, the notebooks' helpers.
 
-- ``envs``       Breakout with standard DQN preprocessing; vector envs (notebooks 00, 02, 07)
-- ``frames``     preprocessing step by step: gray, downsample, max-pool, the blog recipe (02, 03)
-- ``naive``      the blog-post agent, reproduced to be measured (01)
-- ``replay``     the replay memories of the memory ladder, and the memory guard (01, 04, 05)
-- ``toy``        numbered toy transitions that make stacks readable (04)
-- ``profiling``  RSS, tracemalloc, fresh-subprocess measurements, "does it fit?" (01, 05)
-- ``bench``      timing helpers shared by notebooks and benchmarks (05)
-- ``ladder``     the memory ladder, measured rung by rung, and its figure (06, README)
-- ``networks``   the Nature DQN CNN
-- ``agent``      acting and learning, batched and per-sample targets (06)
-- ``train``      the training loop, its presets and its CLI (07)
-- ``stopping``   a deadline and SIGINT/SIGTERM turned into "save, then exit" (07, 09)
-- ``cleanup``    temporary folders removed on Ctrl-C/SIGTERM, and after a killed run (09, 10)
-- ``playback``   watching a checkpoint play, replay RAM at 1M (07)
-- ``per``        prioritized replay: sum trees, IS weights, PrioritizedMemory (08)
-- ``per_demo``   notebook 08's CartPole comparison and filled trees (08)
-- ``storage``    where a frame-sharing memory keeps its frames: RAM, lz4/zstd bytes, a memmap file (09)
-- ``checkpoint`` the whole training state as one checked, atomic file of arrays; resume (09)
-- ``watchdog``   warn, checkpoint and stop before the OOM killer strikes (09)
-- ``resume_demo`` pickle vs raw arrays, and a training run killed with SIGKILL (09)
-- ``distributed`` DQN on Ray Core: replay actor, parameter server, rollout workers, learner, evaluator (10)
-- ``scaling``    timing the single-process loop against Ray layouts (10)
-- ``checks``     one-call self-checks for the exercises (all)
+README.md's "The package" lists every module with the first line of its docstring (``make readme`` writes
+that list; a test keeps it current); ARCHITECTURE.md says how the pieces fit. The library never imports
+the lab: ``tests/test_architecture.py`` checks.
 """
 import argparse
 import os

@@ -5,9 +5,9 @@ import cv2
 import numpy as np
 import pytest
 
-from dqn_course import checks
-from dqn_course.frames import (blog_preprocess, downsample, max_pool_downsample, preprocessing_trace, raw_frames,
-                               state_bytes, to_gray)
+from dqn_course.lab import checks
+from dqn_course.lab.frames import (blog_preprocess, downsample, max_pool_downsample, preprocessing_trace, raw_frames,
+                                   state_bytes, to_gray)
 
 
 # --- notebook 00 ----------------------------------------------------------------------------------
@@ -124,7 +124,7 @@ def test_replay_bytes_none(capsys):
     assert "not answered yet" in capsys.readouterr().out.lower()
 
 
-# --- dqn_course.frames, which the checks and notebooks 02-03 rely on -----------------------------
+# --- dqn_course.lab.frames, which the checks and notebooks 02-03 rely on -------------------------
 
 def test_hand_written_pipeline_equals_atari_preprocessing():
     trace = preprocessing_trace(40, seed=0)

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from dqn_course import checks
+from dqn_course.lab import checks
 
 
 def bytes_per_transition(step_a, rss_a, step_b, rss_b):

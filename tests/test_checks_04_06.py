@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from dqn_course import checks
+from dqn_course.lab import checks
 
 # -- notebook 04: stack_at --------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Notebook 07: its self-check (right passes, wrong raises with a hint, None only prints) and dqn_course.playback."""
+"""Notebook 07's self-check (right passes, wrong raises with a hint, None only prints) and dqn_course.lab.playback."""
 from __future__ import annotations
 
 import csv
@@ -6,7 +6,7 @@ import csv
 import numpy as np
 import pytest
 
-from dqn_course import checks, playback
+from dqn_course.lab import checks, playback
 from dqn_course.profiling import measure_in_subprocess
 from dqn_course.train import PRESETS
 

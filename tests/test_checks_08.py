@@ -1,13 +1,13 @@
-"""Notebook 08: its self-check (right passes, wrong raises with a hint, None only prints) and dqn_course.per_demo."""
+"""Notebook 08's self-check (right passes, wrong raises with a hint, None only prints) and dqn_course.lab.per_demo."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dqn_course import checks
+from dqn_course.lab import checks
+from dqn_course.lab.bench import calls_per_second
+from dqn_course.lab.per_demo import VectorReplay, filled_trees, interleaved_ms, run_cartpole
 from dqn_course.per import importance_weights
-from dqn_course.bench import calls_per_second
-from dqn_course.per_demo import VectorReplay, filled_trees, interleaved_ms, run_cartpole
 
 P = np.array(checks.IS_PROBABILITIES)
 N, BETA = checks.IS_N, checks.IS_BETA

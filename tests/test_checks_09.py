@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from dqn_course import checks
+from dqn_course.lab import checks
 
 PAYLOAD = 1_000 - 16 - 8 - sys.getsizeof(b"")  # bytes per slot left for the compressed frame
 RIGHT = 7056 / PAYLOAD

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from dqn_course.checks import check_resume_config
+from dqn_course.lab.checks import check_resume_config
 from dqn_course.train import PRESETS, train
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dqn_course import checks
 from dqn_course.distributed import Chunk
+from dqn_course.lab import checks
 
 FRAME = 84 * 84
 RIGHT = (4 + checks.CHUNK_STEPS) * FRAME

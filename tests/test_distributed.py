@@ -22,7 +22,7 @@ from dqn_course.distributed import (Chunk, ClusterTooSmallError, DistConfig, Lea
                                     ReplayServer, RolloutWorker, check_fits, main, parse_args, run, weights_to_numpy,
                                     worker_epsilons)
 from dqn_course.envs import make_breakout
-from dqn_course.scaling import add_ratios, best_rounds, verdict
+from dqn_course.lab.scaling import add_ratios, best_rounds, verdict
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = DistConfig(num_workers=1, total_steps=200, buffer_size=600, chunk=20, learning_starts=60, batch_size=8,

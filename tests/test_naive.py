@@ -1,4 +1,4 @@
-"""Fast tests of dqn_course.naive: seed 000's agent, its preprocessing traps and its memory growth."""
+"""Fast tests of dqn_course.lab.naive: seed 000's agent, its preprocessing traps and its memory growth."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from dqn_course import naive
+from dqn_course.lab import naive
 from dqn_course.profiling import TraceMalloc
 
 

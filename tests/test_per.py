@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dqn_course.lab.toy import numbered_transitions
 from dqn_course.per import (TREES, CompiledSumTree, PerItemSumTree, PrioritizedMemory, SumTree, beta_at,
                             importance_weights)
 from dqn_course.replay import FrameSharingMemory, MultiStreamMemory
-from dqn_course.toy import numbered_transitions
 
 
 BATCH_TREES = [SumTree, CompiledSumTree]  # the two that PrioritizedMemory can use

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from dqn_course import resume_demo
 from dqn_course.agent import DQNAgent
 from dqn_course.checkpoint import (CheckpointError, list_checkpoints, read_checkpoint, replay_digest,
                                    restore_training_state, training_state, write_checkpoint)
+from dqn_course.lab import resume_demo
 from dqn_course.per import PrioritizedMemory
 from dqn_course.replay import MultiStreamMemory
 from dqn_course.train import PRESETS, load_resume, train

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from dqn_course import resume_demo
 from dqn_course.checkpoint import CheckpointError, list_checkpoints, read_checkpoint
-from dqn_course.playback import load_agent
+from dqn_course.lab import resume_demo
+from dqn_course.lab.playback import load_agent
 from dqn_course.profiling import InsufficientMemoryError, available_bytes
 from dqn_course.stopping import StopRequests
 from dqn_course.train import PRESETS, ConfigError, main, parse_args, resume_command, train

@@ -314,8 +314,8 @@ def test_load_names_a_different_storage_or_stream_count(tmp_path):
 # -- frames from real play ---------------------------------------------------------------------------------------
 def test_breakout_ram_bytes_track_the_screen():
     """The bytes ``follow_ball`` reads: ball x (99) and paddle x (72) against the red pixels on the screen."""
-    from dqn_course.bench import BALL_X, PADDLE_X
     from dqn_course.envs import make_raw_breakout
+    from dqn_course.lab.bench import BALL_X, PADDLE_X
 
     env = make_raw_breakout(seed=0)
     env.reset(seed=0)
@@ -342,7 +342,7 @@ def test_breakout_ram_bytes_track_the_screen():
 
 
 def test_follow_policy_keeps_the_ball_in_play_longer_than_random():
-    from dqn_course.bench import play_frames
+    from dqn_course.lab.bench import play_frames
 
     follow = play_frames(2_500, seed=0, policy="follow")
     random = play_frames(2_500, seed=0, policy="random")
@@ -356,7 +356,7 @@ def test_follow_policy_keeps_the_ball_in_play_longer_than_random():
 
 
 def test_measure_storage_and_compare_codecs_run_small(tmp_path):
-    from dqn_course.bench import play_frames
+    from dqn_course.lab.bench import play_frames
 
     pool = play_frames(200, seed=0)
     rows = storage.compare_codecs(pool.frames[:50], rounds=1)

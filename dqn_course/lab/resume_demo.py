@@ -14,11 +14,11 @@ import sys
 import time
 from pathlib import Path
 
-from dqn_course.bench import FramePool, fill
 from dqn_course.checkpoint import checkpoint_step, list_checkpoints, read_checkpoint, write_checkpoint
+from dqn_course.lab.bench import FramePool, fill
 from dqn_course.replay import FrameSharingMemory, NaiveDequeMemory
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _timed(fn) -> float:

@@ -36,7 +36,7 @@ What differs from the blog post, on purpose, so a few thousand steps run in seco
 
 None of these changes what the memory stores, which is what notebook 01 measures. ``run`` is a
 module-level function with picklable arguments and result, for ``profiling.measure_in_subprocess``;
-``python -m dqn_course.naive --steps N --json out.json`` runs it as a plain process too (for
+``python -m dqn_course.lab.naive --steps N --json out.json`` runs it as a plain process too (for
 memory-profiler's ``memory_usage(Popen(...))``).
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from dqn_course.frames import blog_preprocess
+from dqn_course.lab.frames import blog_preprocess
 from dqn_course.profiling import rss_bytes
 from dqn_course.replay import NaiveDequeMemory, held_bytes, root_buffer
 

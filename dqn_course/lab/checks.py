@@ -2,8 +2,10 @@
 
 Each ``check_*`` function takes the learner's answer (a number or a function), compares it with the
 course's own implementation or arithmetic, prints a line starting with "✓" when it is right, and
-raises ``AssertionError`` with a hint when it is not. tests/test_checks.py proves every check
-rejects a wrong answer.
+raises ``AssertionError`` with a hint when it is not. The sections follow the notebooks, 00 to 10.
+tests/test_checks_00_03.py, test_checks_01.py, test_checks_04_06.py, test_checks_07.py,
+test_checks_08.py, test_checks_09.py, test_checks_09_resume.py and test_checks_10.py prove that
+every check passes the right answer and rejects wrong ones with its hint.
 """
 from __future__ import annotations
 
@@ -12,8 +14,6 @@ def _passed(message: str) -> bool:
     print(f"✓ {message}")
     return True
 
-
-# --- notebooks 00 (setup), 02 (downsample), 03 (dtypes) ------------------------------------------
 
 def _not_answered_yet(todo: str) -> None:
     """The answer is still ``None``: say so without raising, so the notebook runs top to bottom."""
@@ -27,6 +27,8 @@ def _require_number(answer, what: str) -> None:
     assert isinstance(answer, numbers.Real) and not isinstance(answer, bool), (
         f"{what} should be a number of bytes (an int), got {type(answer).__name__}: {answer!r}")
 
+
+# --- notebook 00: setup -------------------------------------------------------------------------------------
 
 def check_raw_transition_bytes(answer) -> bool | None:
     """Notebook 00: bytes of one transition whose s and s' are separate 4-stacks of raw 210x160x3 uint8 screens."""
@@ -50,11 +52,117 @@ def check_raw_transition_bytes(answer) -> bool | None:
     raise AssertionError(f"{answer:,} is not it: {hint}.")
 
 
+# --- notebook 01: the naive agent ---------------------------------------------------------------------------
+
+def _call_answer(fn, args: tuple, name: str):
+    """Call a learner's function; a crash becomes an AssertionError that names the call."""
+    try:
+        return fn(*args)
+    except ZeroDivisionError as exc:
+        raise AssertionError(f"{name}{args} raised ZeroDivisionError ({exc}): a memory that does not grow "
+                             "(bytes_per_step <= 0) is never killed: return math.inf for it") from None
+
+
+def check_bytes_per_transition(bytes_per_transition) -> bool | None:
+    """Notebook 01: ``bytes_per_transition(step_a, rss_a, step_b, rss_b)`` from two RSS readings.
+
+    One transition is stored per agent step, so the answer is the growth between the readings
+    divided by the steps between them; the baseline (interpreter, torch, the networks) cancels out.
+    """
+    if bytes_per_transition is None:
+        return _not_answered_yet("write `bytes_per_transition(step_a, rss_a, step_b, rss_b)` and pass the function")
+    assert callable(bytes_per_transition), (
+        f"pass the function itself, e.g. check_bytes_per_transition(bytes_per_transition), got {bytes_per_transition!r}")
+    cases = ((500, 400_000_000, 1_500, 434_000_000),
+             (1_000, 1_000_000_000, 3_000, 1_403_200_000),
+             (3_000, 1_403_200_000, 1_000, 1_000_000_000),  # readings given latest first
+             (0, 350_000_000, 250, 350_000_000))  # a memory that does not grow
+    for args in cases:
+        step_a, rss_a, step_b, rss_b = args
+        got = _call_answer(bytes_per_transition, args, "bytes_per_transition")
+        if got is None:
+            return _not_answered_yet("bytes_per_transition still returns None; return a number of bytes")
+        _require_number(got, f"bytes_per_transition{args}")
+        expected = (rss_b - rss_a) / (step_b - step_a)
+        if abs(got - expected) <= 1e-6 * max(1.0, abs(expected)):
+            continue
+        hints = [
+            (rss_b - rss_a, "that is the growth between the readings; divide by the steps between them"),
+            (rss_b / step_b if step_b else float("nan"),
+             "that divides the whole RSS by the step, baseline included (the interpreter, torch, the networks "
+             "are there at step 0); use the difference of two readings"),
+            (-expected, "the sign is off: subtract the earlier reading from the later one (in the same order for "
+                        "steps and bytes)"),
+            (expected / 2**20, "that is MiB; answer in bytes"),
+            (expected / 1e6, "that is MB; answer in bytes"),
+            (expected / 2, "one transition is stored per step: do not halve it (s and s' copies are already in "
+                           "the readings)"),
+        ]
+        hint = next((h for value, h in hints if abs(got - value) <= 1e-6 * max(1.0, abs(value))),
+                    "bytes per transition = (rss_b - rss_a) / (step_b - step_a)")
+        raise AssertionError(f"bytes_per_transition{args} returned {got:,.1f}, expected {expected:,.1f}: {hint}.")
+    return _passed("bytes_per_transition is right: growth between two readings / steps between them "
+                   "(the baseline cancels out)")
+
+
+def check_killed_at_step(killed_at_step) -> bool | None:
+    """Notebook 01: ``killed_at_step(baseline_bytes, bytes_per_step, available_bytes)``.
+
+    A fresh agent process starts at ``baseline_bytes`` of RSS and grows by ``bytes_per_step``; with no
+    swap it is killed (roughly) when that reaches the RAM available: at step
+    (available - baseline) / bytes_per_step, and never (``math.inf``) if it does not grow.
+    Answers within one step of that are right (rounding up or down is fine).
+    """
+    import math
+    import numbers
+
+    if killed_at_step is None:
+        return _not_answered_yet("write `killed_at_step(baseline_bytes, bytes_per_step, available_bytes)` and "
+                                 "pass the function")
+    assert callable(killed_at_step), (
+        f"pass the function itself, e.g. check_killed_at_step(killed_at_step), got {killed_at_step!r}")
+    cases = ((350_000_000, 40_000, 20_000_000_000),
+             (0, 201_600, 16 * 2**30),
+             (400_000_000, 34_000, 8_000_000_000),
+             (400_000_000, 0, 8_000_000_000),
+             (400_000_000, -100, 8_000_000_000))
+    for args in cases:
+        baseline, per_step, available = args
+        got = _call_answer(killed_at_step, args, "killed_at_step")
+        if got is None:
+            return _not_answered_yet("killed_at_step still returns None; return a step number")
+        assert isinstance(got, numbers.Real) and not isinstance(got, bool), (
+            f"killed_at_step{args} should return a step number (int, float or math.inf), got "
+            f"{type(got).__name__}: {got!r}")
+        if per_step <= 0:
+            assert got == math.inf, (
+                f"killed_at_step{args} returned {got!r}: with bytes_per_step = {per_step} the memory never grows, "
+                "so the process is never killed: return math.inf")
+            continue
+        expected = (available - baseline) / per_step
+        if abs(got - expected) <= 1:
+            continue
+        hints = [
+            (available / per_step, "the baseline is in RAM before the first step: only available - baseline "
+                                   "is left for the memory to grow into"),
+            ((available + baseline) / per_step, "subtract the baseline from the available RAM, don't add it"),
+            (available / per_step / 2, "bytes_per_step is already per transition (per step): don't halve it"),
+            (available - baseline - per_step, "divide what is left by the bytes per step"),
+        ]
+        hint = next((h for value, h in hints if abs(got - value) <= 1),
+                    "killed at step (available_bytes - baseline_bytes) / bytes_per_step")
+        raise AssertionError(f"killed_at_step{args} returned {got:,.1f}, expected about {expected:,.1f}: {hint}.")
+    return _passed("killed_at_step is right: (available - baseline) / bytes per step, and never (inf) "
+                   "for a memory that does not grow")
+
+
+# --- notebook 02: downsampling ------------------------------------------------------------------------------
+
 def _preprocess_check_frames():
     """Real Breakout screens for ``check_preprocess`` (computed once per process)."""
     global _PREPROCESS_FRAMES
     if _PREPROCESS_FRAMES is None:
-        from dqn_course.frames import raw_frames
+        from dqn_course.lab.frames import raw_frames
 
         _PREPROCESS_FRAMES = raw_frames(6, seed=1, every=20)
     return _PREPROCESS_FRAMES
@@ -97,7 +205,7 @@ def check_preprocess(preprocess) -> bool | None:
     """
     import numpy as np
 
-    from dqn_course.frames import downsample
+    from dqn_course.lab.frames import downsample
 
     if preprocess is None:
         return _not_answered_yet("write `preprocess(frame)` and pass the function (no brackets)")
@@ -128,6 +236,8 @@ def check_preprocess(preprocess) -> bool | None:
     return _passed("preprocess matches the reference (gray + INTER_AREA resize to 84x84, uint8) on "
                    f"{len(_preprocess_check_frames())} real Breakout screens.")
 
+
+# --- notebook 03: dtypes ------------------------------------------------------------------------------------
 
 def check_replay_bytes(replay_bytes) -> bool | None:
     """Notebook 03: ``replay_bytes(n, dtype)`` = bytes of n transitions storing s and s' as (4, 84, 84) ``dtype``."""
@@ -172,8 +282,8 @@ def check_stack_at(stack_at) -> bool | None:
         return _not_answered_yet("write stack_at(frames, first, t, stack=4)")
     import numpy as np
 
+    from dqn_course.lab.toy import frame_numbers, numbered_transitions
     from dqn_course.replay import FrameSharingMemory
-    from dqn_course.toy import frame_numbers, numbered_transitions
 
     def numbers(a):
         try:
@@ -361,111 +471,7 @@ def check_td_targets(td_targets) -> bool | None:
     return _passed("td_targets matches DQNAgent.batched_targets for plain and Double DQN")
 
 
-# --- notebook 01: the naive agent ---------------------------------------------------------------------------
-
-def _call_answer(fn, args: tuple, name: str):
-    """Call a learner's function; a crash becomes an AssertionError that names the call."""
-    try:
-        return fn(*args)
-    except ZeroDivisionError as exc:
-        raise AssertionError(f"{name}{args} raised ZeroDivisionError ({exc}): a memory that does not grow "
-                             "(bytes_per_step <= 0) is never killed: return math.inf for it") from None
-
-
-def check_bytes_per_transition(bytes_per_transition) -> bool | None:
-    """Notebook 01: ``bytes_per_transition(step_a, rss_a, step_b, rss_b)`` from two RSS readings.
-
-    One transition is stored per agent step, so the answer is the growth between the readings
-    divided by the steps between them; the baseline (interpreter, torch, the networks) cancels out.
-    """
-    if bytes_per_transition is None:
-        return _not_answered_yet("write `bytes_per_transition(step_a, rss_a, step_b, rss_b)` and pass the function")
-    assert callable(bytes_per_transition), (
-        f"pass the function itself, e.g. check_bytes_per_transition(bytes_per_transition), got {bytes_per_transition!r}")
-    cases = ((500, 400_000_000, 1_500, 434_000_000),
-             (1_000, 1_000_000_000, 3_000, 1_403_200_000),
-             (3_000, 1_403_200_000, 1_000, 1_000_000_000),  # readings given latest first
-             (0, 350_000_000, 250, 350_000_000))  # a memory that does not grow
-    for args in cases:
-        step_a, rss_a, step_b, rss_b = args
-        got = _call_answer(bytes_per_transition, args, "bytes_per_transition")
-        if got is None:
-            return _not_answered_yet("bytes_per_transition still returns None; return a number of bytes")
-        _require_number(got, f"bytes_per_transition{args}")
-        expected = (rss_b - rss_a) / (step_b - step_a)
-        if abs(got - expected) <= 1e-6 * max(1.0, abs(expected)):
-            continue
-        hints = [
-            (rss_b - rss_a, "that is the growth between the readings; divide by the steps between them"),
-            (rss_b / step_b if step_b else float("nan"),
-             "that divides the whole RSS by the step, baseline included (the interpreter, torch, the networks "
-             "are there at step 0); use the difference of two readings"),
-            (-expected, "the sign is off: subtract the earlier reading from the later one (in the same order for "
-                        "steps and bytes)"),
-            (expected / 2**20, "that is MiB; answer in bytes"),
-            (expected / 1e6, "that is MB; answer in bytes"),
-            (expected / 2, "one transition is stored per step: do not halve it (s and s' copies are already in "
-                           "the readings)"),
-        ]
-        hint = next((h for value, h in hints if abs(got - value) <= 1e-6 * max(1.0, abs(value))),
-                    "bytes per transition = (rss_b - rss_a) / (step_b - step_a)")
-        raise AssertionError(f"bytes_per_transition{args} returned {got:,.1f}, expected {expected:,.1f}: {hint}.")
-    return _passed("bytes_per_transition is right: growth between two readings / steps between them "
-                   "(the baseline cancels out)")
-
-
-def check_killed_at_step(killed_at_step) -> bool | None:
-    """Notebook 01: ``killed_at_step(baseline_bytes, bytes_per_step, available_bytes)``.
-
-    A fresh agent process starts at ``baseline_bytes`` of RSS and grows by ``bytes_per_step``; with no
-    swap it is killed (roughly) when that reaches the RAM available: at step
-    (available - baseline) / bytes_per_step, and never (``math.inf``) if it does not grow.
-    Answers within one step of that are right (rounding up or down is fine).
-    """
-    import math
-    import numbers
-
-    if killed_at_step is None:
-        return _not_answered_yet("write `killed_at_step(baseline_bytes, bytes_per_step, available_bytes)` and "
-                                 "pass the function")
-    assert callable(killed_at_step), (
-        f"pass the function itself, e.g. check_killed_at_step(killed_at_step), got {killed_at_step!r}")
-    cases = ((350_000_000, 40_000, 20_000_000_000),
-             (0, 201_600, 16 * 2**30),
-             (400_000_000, 34_000, 8_000_000_000),
-             (400_000_000, 0, 8_000_000_000),
-             (400_000_000, -100, 8_000_000_000))
-    for args in cases:
-        baseline, per_step, available = args
-        got = _call_answer(killed_at_step, args, "killed_at_step")
-        if got is None:
-            return _not_answered_yet("killed_at_step still returns None; return a step number")
-        assert isinstance(got, numbers.Real) and not isinstance(got, bool), (
-            f"killed_at_step{args} should return a step number (int, float or math.inf), got "
-            f"{type(got).__name__}: {got!r}")
-        if per_step <= 0:
-            assert got == math.inf, (
-                f"killed_at_step{args} returned {got!r}: with bytes_per_step = {per_step} the memory never grows, "
-                "so the process is never killed: return math.inf")
-            continue
-        expected = (available - baseline) / per_step
-        if abs(got - expected) <= 1:
-            continue
-        hints = [
-            (available / per_step, "the baseline is in RAM before the first step: only available - baseline "
-                                   "is left for the memory to grow into"),
-            ((available + baseline) / per_step, "subtract the baseline from the available RAM, don't add it"),
-            (available / per_step / 2, "bytes_per_step is already per transition (per step): don't halve it"),
-            (available - baseline - per_step, "divide what is left by the bytes per step"),
-        ]
-        hint = next((h for value, h in hints if abs(got - value) <= 1),
-                    "killed at step (available_bytes - baseline_bytes) / bytes_per_step")
-        raise AssertionError(f"killed_at_step{args} returned {got:,.1f}, expected about {expected:,.1f}: {hint}.")
-    return _passed("killed_at_step is right: (available - baseline) / bytes per step, and never (inf) "
-                   "for a memory that does not grow")
-
-
-# --- notebook 07: does it learn? -----------------------------------------------------------------------------
+# --- notebook 07: does it learn? ----------------------------------------------------------------------------
 
 def check_updates_in_run(answer) -> bool | None:
     """Notebook 07: gradient updates in a 10,000,000-agent-step run with learning_starts=80,000 and train_every=4.
@@ -504,7 +510,7 @@ def check_updates_in_run(answer) -> bool | None:
     raise AssertionError(f"{answer:,} is not it: {hint}.")
 
 
-# --- notebook 08: can PER be cheap? ----------------------------------------------------------------------------
+# --- notebook 08: can PER be cheap? -------------------------------------------------------------------------
 
 IS_PROBABILITIES = (0.4, 0.3, 0.2, 0.1)  # P(i) of the four sampled transitions in notebook 08's exercise
 IS_N, IS_BETA = 1_000, 0.5
@@ -550,42 +556,7 @@ def check_is_weights(answer) -> bool | None:
     raise AssertionError(f"weights {np.round(got, 4).tolist()} are not it: {hint}.")
 
 
-# --- notebook 10: scaling out with Ray ------------------------------------------------------------------------
-
-CHUNK_STEPS, FRAME_BYTES, STACK = 100, 84 * 84, 4  # notebook 10's exercise: a chunk from the middle of a game
-
-
-def check_chunk_bytes(answer) -> bool | None:
-    """Notebook 10: pixel bytes in a chunk of 100 transitions from the middle of a game (no episode start in it).
-
-    A chunk carries its first state as a full 4-stack and then one new 84x84 uint8 frame per step:
-    (4 + 100) x 7,056 = 733,824 bytes, against 100 x 2 x 4 x 7,056 = 5,644,800 for s and s' stacks.
-    """
-    if answer is None:
-        return _not_answered_yet("set `chunk_bytes` to the number of bytes of pixels in the chunk")
-    _require_number(answer, "chunk_bytes")
-    expected = (STACK + CHUNK_STEPS) * FRAME_BYTES
-    stacks = CHUNK_STEPS * 2 * STACK * FRAME_BYTES
-    if answer == expected:
-        return _passed(f"{expected:,} bytes: one 4-frame stack to start from, then one new frame per step; "
-                       f"{stacks / expected:.1f}x less than sending s and s' stacks ({stacks:,} bytes).")
-    hints = {
-        CHUNK_STEPS * FRAME_BYTES: "the replay also needs the first state's whole stack to rebuild the first "
-                                   "transition: add its 4 frames",
-        (CHUNK_STEPS + 1) * FRAME_BYTES: "the first state is a stack of 4 frames, not one frame",
-        stacks: "that is s and s' as full stacks for every transition; a chunk sends one new frame per step",
-        CHUNK_STEPS * STACK * FRAME_BYTES: "that is one full stack per step; consecutive stacks share 3 of their "
-                                           "4 frames, so each step adds only one new frame",
-        CHUNK_STEPS * (STACK + 1) * FRAME_BYTES: "that is a folded 5-frame state per transition; within a chunk the "
-                                                 "frames chain, so each step adds only one new frame",
-        4 * expected: "pixels are uint8, 1 byte each, not float32",
-        8 * expected: "that is bits; count bytes",
-    }
-    hint = hints.get(answer, "bytes = (frames in the first stack + one frame per step) x 84 x 84")
-    raise AssertionError(f"{answer:,} is not it: {hint}.")
-
-
-# --- notebook 09: compressed and disk-backed replay ----------------------------------------------------------
+# --- notebook 09: compressed and disk-backed replay ---------------------------------------------------------
 
 def _slot_overheads() -> dict[str, int]:
     """Bytes a compressed frame-sharing slot costs besides its payload, read from the code that spends them."""
@@ -644,7 +615,7 @@ def check_min_compression_ratio(answer) -> bool | None:
     raise AssertionError(f"{answer:,.4g} is not it: {hint}.")
 
 
-# --- notebook 09, second half: resuming a run --------------------------------------------------------
+# --- notebook 09, second half: resuming a run ---------------------------------------------------------------
 
 def check_resume_config(cfg, run_dir) -> bool | None:
     """Notebook 09: a ``Config`` that resumes the killed run in ``run_dir`` and trains it further.
@@ -679,3 +650,38 @@ def check_resume_config(cfg, run_dir) -> bool | None:
         f"total_steps={cfg.total_steps:,} is not beyond the checkpoint's step {saved:,}: the run would stop at once")
     return _passed(f"resumes from {path.name} at step {saved:,} and trains on to {cfg.total_steps:,} in the same "
                    f"folder")
+
+
+# --- notebook 10: scaling out with Ray ----------------------------------------------------------------------
+
+CHUNK_STEPS, FRAME_BYTES, STACK = 100, 84 * 84, 4  # notebook 10's exercise: a chunk from the middle of a game
+
+
+def check_chunk_bytes(answer) -> bool | None:
+    """Notebook 10: pixel bytes in a chunk of 100 transitions from the middle of a game (no episode start in it).
+
+    A chunk carries its first state as a full 4-stack and then one new 84x84 uint8 frame per step:
+    (4 + 100) x 7,056 = 733,824 bytes, against 100 x 2 x 4 x 7,056 = 5,644,800 for s and s' stacks.
+    """
+    if answer is None:
+        return _not_answered_yet("set `chunk_bytes` to the number of bytes of pixels in the chunk")
+    _require_number(answer, "chunk_bytes")
+    expected = (STACK + CHUNK_STEPS) * FRAME_BYTES
+    stacks = CHUNK_STEPS * 2 * STACK * FRAME_BYTES
+    if answer == expected:
+        return _passed(f"{expected:,} bytes: one 4-frame stack to start from, then one new frame per step; "
+                       f"{stacks / expected:.1f}x less than sending s and s' stacks ({stacks:,} bytes).")
+    hints = {
+        CHUNK_STEPS * FRAME_BYTES: "the replay also needs the first state's whole stack to rebuild the first "
+                                   "transition: add its 4 frames",
+        (CHUNK_STEPS + 1) * FRAME_BYTES: "the first state is a stack of 4 frames, not one frame",
+        stacks: "that is s and s' as full stacks for every transition; a chunk sends one new frame per step",
+        CHUNK_STEPS * STACK * FRAME_BYTES: "that is one full stack per step; consecutive stacks share 3 of their "
+                                           "4 frames, so each step adds only one new frame",
+        CHUNK_STEPS * (STACK + 1) * FRAME_BYTES: "that is a folded 5-frame state per transition; within a chunk the "
+                                                 "frames chain, so each step adds only one new frame",
+        4 * expected: "pixels are uint8, 1 byte each, not float32",
+        8 * expected: "that is bits; count bytes",
+    }
+    hint = hints.get(answer, "bytes = (frames in the first stack + one frame per step) x 84 x 84")
+    raise AssertionError(f"{answer:,} is not it: {hint}.")

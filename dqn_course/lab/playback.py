@@ -28,7 +28,7 @@ from dqn_course.replay import FrameSharingMemory, MultiStreamMemory
 if TYPE_CHECKING:
     from dqn_course.agent import DQNAgent
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 # Sub-directories of data/ that may hold a recorded run, the longest-trained kind first.
 RECORDED_RUN_NAMES = ("breakout-gpu-10m", "breakout-gpu", "breakout-fast", "breakout", "breakout-cpu")
 # The published yardstick: CleanRL's dqn_atari on Breakout, the same learning settings as the ``breakout``

@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from dqn_course import quick_mode
-from dqn_course.bench import FramePool, play_frames, transitions
+from dqn_course.lab.bench import FramePool, play_frames, transitions
 from dqn_course.profiling import (TraceMalloc, available_bytes, fits_in_ram, format_bytes, measure_in_subprocess,
                                   rss_bytes)
 from dqn_course.replay import MEMORY_CLASSES, ReplayMemory
