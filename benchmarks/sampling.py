@@ -11,7 +11,7 @@ A second table times the deque and the frame-sharing ring at growing capacities:
 walks its blocks (O(N) per draw), a ring's fancy indexing does not. Memories are built one at a
 time and freed before the next (the stacked ring at 100k and the deque at 200k hold 5.6-5.7 GB).
 
-Then the frame-sharing ring's storages (dqn_course.storage: numpy array, lz4, zstd, memory-mapped
+Then the frame-sharing ring's storages (dqn_course.replay.stores: numpy array, lz4, zstd, memory-mapped
 file), on frames of real play (a scripted policy that keeps the ball in play): each one filled with
 ``capacity`` transitions and timed in its own fresh process, with its RSS growth per transition;
 the file store warm (pages cached after the fill) and cold (page cache dropped before every batch);
@@ -41,7 +41,8 @@ from dqn_course.lab.bench import (FramePool, environment_info, fill, play_frames
                                   save_results)
 from dqn_course.profiling import measure_in_subprocess  # noqa: E402
 from dqn_course.replay import MEMORY_CLASSES  # noqa: E402
-from dqn_course.storage import CODECS, STORAGES, compare_codecs, measure_storage  # noqa: E402
+from dqn_course.lab.stores import compare_codecs, measure_storage  # noqa: E402
+from dqn_course.replay.stores import CODECS, STORAGES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 32

@@ -1,6 +1,6 @@
 """Acting and learning for DQN: ε-greedy over a batch of states, TD targets in one forward pass.
 
-Seed 000's agent calls ``target_model.predict`` once per sampled transition (twice when it needs
+The blog-post agent calls ``target_model.predict`` once per sampled transition (twice when it needs
 Q(s) too): 32+ tiny forward passes per learning step, each paying the framework's fixed overhead.
 ``batched_targets`` does the same arithmetic in one call; ``per_sample_targets`` keeps the slow way
 so notebook 06 can time both and a test can check they agree.
@@ -86,7 +86,7 @@ class DQNAgent:
 
     @torch.no_grad()
     def per_sample_targets(self, t: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The same targets, one forward pass per transition, as seed 000's ``replay()`` does."""
+        """The same targets, one forward pass per transition, as the blog-post agent's ``replay()`` does."""
         out = torch.empty_like(t["rewards"])
         for i in range(t["rewards"].shape[0]):
             s2 = t["next_states"][i:i + 1]

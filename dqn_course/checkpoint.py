@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dqn_course.storage import parse_rng_state, rng_state_array
+from dqn_course.rng import parse_rng_state, rng_state_array
 
 MAGIC = b"DQNCKPT\n"
 FORMAT_VERSION = 1
@@ -110,11 +110,13 @@ def _read_header(f, path: Path, size: int) -> tuple[dict, list[dict], int]:
         raise CheckpointError(f"{path} is not a DQN course checkpoint (it does not start with {MAGIC!r})")
     version = int(np.frombuffer(prefix, "<u4", 1, len(MAGIC))[0])
     if version != FORMAT_VERSION:
+        upgrade = " (upgrade dqn_course to read it)" if version > FORMAT_VERSION else ""
         raise CheckpointError(f"{path} has checkpoint format version {version}; this dqn_course reads version "
-                              f"{FORMAT_VERSION}" + (" (upgrade dqn_course to read it)" if version > FORMAT_VERSION else ""))
+                              f"{FORMAT_VERSION}{upgrade}")
     header_len = int(np.frombuffer(prefix, "<u8", 1, len(MAGIC) + 8)[0])
     if _PREFIX + header_len > size:
-        raise CheckpointError(f"{path} is truncated: {size:,} bytes, but its header alone needs {_PREFIX + header_len:,}")
+        raise CheckpointError(f"{path} is truncated: {size:,} bytes, but its header alone needs "
+                              f"{_PREFIX + header_len:,}")
     try:  # parsed before the SHA-256 is checked, so any damage here must still end as a CheckpointError
         header = json.loads(f.read(header_len))
         meta, entries = header["meta"], header["arrays"]
@@ -280,17 +282,6 @@ def restore_training_state(arrays: dict[str, np.ndarray], meta: dict, agent, mem
     return meta["counters"]
 
 
-def _generators(memory) -> list[np.random.Generator]:
-    """Every generator a ``sample`` call draws from (prioritized wrapper, streams, the memory itself)."""
-    found = [memory.rng]
-    inner = getattr(memory, "memory", None)  # PrioritizedMemory wraps a memory
-    if inner is not None:
-        found += _generators(inner)
-    for stream in getattr(memory, "streams", []):
-        found += _generators(stream)
-    return found
-
-
 def replay_digest(memory, batch_size: int = 64) -> str | None:
     """SHA-256 of the next batch ``memory.sample`` would return, without moving its generators.
 
@@ -299,7 +290,7 @@ def replay_digest(memory, batch_size: int = 64) -> str | None:
     """
     if len(memory) < batch_size:
         return None
-    generators = _generators(memory)
+    generators = memory.generators()  # the memory names every generator its sample draws from
     saved = [g.bit_generator.state for g in generators]
     try:
         batch = memory.sample(batch_size)

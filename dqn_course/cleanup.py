@@ -20,8 +20,8 @@ import signal
 import tempfile
 import threading
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import psutil
 

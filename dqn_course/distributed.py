@@ -1,4 +1,4 @@
-"""DQN scaled out on Ray Core: seed 002's shape (Ape-X style) with the course's frame-sharing replay.
+"""DQN scaled out on Ray Core, Ape-X style (actors that act, one that learns), with the frame-sharing replay.
 
 ::
 
@@ -22,7 +22,7 @@ checks that against the cluster before it creates any actor and refuses a run th
 
 Every role is a plain class, turned into an actor by ``ray.remote`` in ``run`` (so tests can also run
 one in-process). Workers send ``Chunk``s: K transitions as one new frame per step plus the few full
-stacks an episode start needs, nearly 8x fewer bytes than s and s' stacks, and what the replay actor
+stacks an episode start needs, far fewer bytes than s and s' stacks, and what the replay actor
 stores anyway (notebook 04's layout). Semantics mirror ``dqn_course.train``: rewards are clipped
 (``np.sign``) for learning, a lost life is ``done`` but not an episode end. Exploration follows Ape-X
 (each worker a fixed ε) rather than ``train``'s annealed ε, and the learner runs as fast as it can
@@ -41,8 +41,9 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 import psutil
@@ -175,7 +176,7 @@ class Chunk:
     new_episode: bool = False  # the stream restarts here (a new or restarted worker): what came before is cut
 
     @classmethod
-    def from_transitions(cls, worker: int, transitions: list[Transition], new_episode: bool = False) -> "Chunk":
+    def from_transitions(cls, worker: int, transitions: list[Transition], new_episode: bool = False) -> Chunk:
         """Pack (state, action, reward, next_state, done, episode_end) tuples, checking they chain."""
         if not transitions:
             raise ValueError("a chunk needs at least one transition")
@@ -603,7 +604,7 @@ class RaySession:
             left.append(self.temp_dir)
         return left
 
-    def __enter__(self) -> "RaySession":
+    def __enter__(self) -> RaySession:
         return self
 
     def __exit__(self, *exc) -> None:

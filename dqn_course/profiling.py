@@ -14,8 +14,9 @@ import multiprocessing as mp
 import os
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import psutil
@@ -115,7 +116,7 @@ class TraceMalloc:
     ``current`` is what is still held at exit, ``peak`` the most held at once.
     """
 
-    def __enter__(self) -> "TraceMalloc":
+    def __enter__(self) -> TraceMalloc:
         gc.collect()
         self._was_tracing = tracemalloc.is_tracing()
         if not self._was_tracing:
@@ -171,7 +172,8 @@ def _child(fn, args, kwargs, trace, conn) -> None:
         conn.close()
 
 
-def measure_in_subprocess(fn: Callable, *args, trace: bool = False, timeout: float | None = 600, **kwargs) -> SubprocessMeasurement:
+def measure_in_subprocess(fn: Callable, *args, trace: bool = False, timeout: float | None = 600,
+                          **kwargs) -> SubprocessMeasurement:
     """Run ``fn(*args, **kwargs)`` in a fresh interpreter ("spawn") and report its memory.
 
     ``fn`` must be importable (defined in a module, not in a notebook cell) and return something

@@ -38,7 +38,7 @@ class StopRequests:
         self.signal_name: str | None = None
         self._previous: dict[int, object] = {}
 
-    def __enter__(self) -> "StopRequests":
+    def __enter__(self) -> StopRequests:
         if self.time_limit_s is not None:
             self.deadline = time.monotonic() + self.time_limit_s
         if threading.current_thread() is threading.main_thread():

@@ -21,6 +21,7 @@ stops at once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import dataclasses
 import os
@@ -38,14 +39,21 @@ from tqdm import tqdm
 
 from dqn_course import parse_bool
 from dqn_course.agent import DQNAgent
-from dqn_course.checkpoint import (CheckpointError, checkpoint_path, latest_checkpoint, prune_checkpoints,
-                                   restore_training_state, training_state, write_checkpoint)
+from dqn_course.checkpoint import (
+    CheckpointError,
+    checkpoint_path,
+    latest_checkpoint,
+    prune_checkpoints,
+    restore_training_state,
+    training_state,
+    write_checkpoint,
+)
 from dqn_course.device import pick_device
 from dqn_course.envs import make_breakout, make_vector_envs
 from dqn_course.profiling import InsufficientMemoryError, check_fits, rss_bytes
 from dqn_course.replay import MultiStreamMemory
+from dqn_course.replay.stores import STORAGES, InsufficientDiskError, check_disk_space, planned_host_bytes
 from dqn_course.stopping import StopRequests
-from dqn_course.storage import STORAGES, InsufficientDiskError, check_disk_space, planned_host_bytes
 from dqn_course.watchdog import MemoryWatchdog
 
 FRAME_SHAPE = (84, 84)  # one preprocessed screen: what the replay memory stores per agent step
@@ -248,7 +256,7 @@ def evaluate(agent: DQNAgent | None, cfg: Config, episodes: int) -> list[float]:
     return returns
 
 
-def evaluate_and_log(agent: DQNAgent, cfg: Config, eval_log: "CsvLog", step: int) -> None:
+def evaluate_and_log(agent: DQNAgent, cfg: Config, eval_log: CsvLog, step: int) -> None:
     """``cfg.eval_episodes`` evaluation games, their mean and spread written as one row of ``eval.csv``."""
     r = evaluate(agent, cfg, cfg.eval_episodes)
     eval_log.write(step=step, mean_return=float(np.mean(r)), std_return=float(np.std(r)), episodes=len(r))
@@ -258,7 +266,7 @@ def save_checkpoint(path: Path, agent: DQNAgent, cfg: Config, step: int) -> None
     """The policy alone, for playing: the online network's weights, the config and the step.
 
     The target network and Adam's state belong to resuming, which ``state-<step>.ckpt`` covers. Written
-    to a temporary file, then renamed, so it is never half written. ``playback.load_agent`` reads it.
+    to a temporary file, then renamed, so it is never half written. ``dqn_course.lab.playback.load_agent`` reads it.
     """
     tmp = path.with_suffix(path.suffix + ".tmp")
     torch.save({"q": agent.q.state_dict(), "config": dataclasses.asdict(cfg), "step": step}, tmp)
@@ -335,129 +343,178 @@ def load_resume(cfg: Config) -> tuple[dict[str, np.ndarray], dict, Path] | tuple
     return arrays, meta, path
 
 
+class GameLog:
+    """The games in progress in each env; one ``log.csv`` row per finished game, with the speed since the last."""
+
+    def __init__(self, log: CsvLog, num_envs: int, step: int, counters: dict):
+        self.log, self.counters = log, counters
+        self.returns, self.lengths = np.zeros(num_envs), np.zeros(num_envs, int)
+        self.last: deque[float] = deque(maxlen=10)  # returns of the last finished games
+        self.last_t, self.last_step = time.perf_counter(), step
+
+    def record(self, rewards, real, ended, step: int, eps: float, losses) -> None:
+        """Add one vector step's rewards (``real`` envs only) and log the games that ``ended`` there."""
+        self.returns += rewards * real
+        self.lengths += real
+        for i in np.flatnonzero(real & ended):
+            now = time.perf_counter()
+            self.last.append(float(self.returns[i]))
+            self.counters["episodes"] += 1
+            self.log.write(step=step, episode_return=self.last[-1], episode_length=int(self.lengths[i]),
+                           loss=np.mean(losses) if losses else "", epsilon=round(eps, 4),
+                           rss_mb=round(rss_bytes() / 2**20, 1),
+                           steps_per_s=round((step - self.last_step) / (now - self.last_t), 1))
+            self.last_t, self.last_step = now, step
+            self.returns[i], self.lengths[i] = 0, 0
+
+
+def learn_due(agent: DQNAgent, memory, cfg: Config, step: int, counters: dict, losses: deque) -> None:
+    """Run the updates due by ``step``: one per ``train_every`` agent steps since ``learning_starts``.
+
+    Steps are summed over the envs: with one env, exactly "update when step % train_every == 0"; with
+    n envs, n / train_every updates per vector step. ``counters["updates"]`` counts them.
+    """
+    due = step // cfg.train_every - (cfg.learning_starts - 1) // cfg.train_every
+    if cfg.per:
+        from dqn_course.per import beta_at
+
+    while counters["updates"] < due:
+        if cfg.per:
+            batch = memory.sample(cfg.batch_size, beta=beta_at(step, cfg.total_steps, cfg.per_beta0))
+            losses.append(agent.learn(batch))
+            memory.update_priorities(batch.indices, agent.last_td_errors)
+        else:
+            losses.append(agent.learn(memory.sample(cfg.batch_size)))
+        counters["updates"] += 1
+
+
+def build(cfg: Config, device: torch.device):
+    """The vector envs, the replay memory (prioritized if ``cfg.per``) and the agent ``cfg`` describes."""
+    envs = make_vector_envs(cfg.num_envs, seed=cfg.seed, backend=cfg.env_backend)
+    memory = MultiStreamMemory(cfg.buffer_size, cfg.num_envs, envs.single_observation_space.shape, seed=cfg.seed,
+                               prefault=cfg.prefault, device=device if cfg.replay_on_device else None,
+                               **replay_storage_args(cfg))
+    if cfg.per:
+        from dqn_course.per import PrioritizedMemory  # numba: loaded only by runs that use it
+
+        memory = PrioritizedMemory(memory, alpha=cfg.per_alpha, seed=cfg.seed)
+    agent = DQNAgent(int(envs.single_action_space.n), device, lr=cfg.lr, gamma=cfg.gamma, double=cfg.double,
+                     max_grad_norm=cfg.max_grad_norm, seed=cfg.seed)
+    return envs, memory, agent
+
+
 def train(cfg: Config) -> dict:
     """Run DQN with ``cfg``; returns a summary (steps/s, last returns, replay size, files written, why it stopped).
 
     Raises ``ConfigError``, ``InsufficientMemoryError``, ``InsufficientDiskError`` or ``CheckpointError``
     before anything is written when the settings, the machine or the checkpoint to resume cannot work.
     """
+    # -- set up: check, build, resume -------------------------------------------------------------------
     cfg.validate()
     resume_arrays, resume_meta, resume_path = load_resume(cfg)  # before allocating: a bad file fails fast
-    out = Path(cfg.out_dir)
-    device = pick_device(cfg.device or None)
+    out, device, n = Path(cfg.out_dir), pick_device(cfg.device or None), cfg.num_envs
     np.random.seed(cfg.seed)
-
-    n = cfg.num_envs
-    envs = make_vector_envs(n, seed=cfg.seed, backend=cfg.env_backend)
-    obs_shape = envs.single_observation_space.shape
-    memory = MultiStreamMemory(cfg.buffer_size, n, obs_shape, seed=cfg.seed, prefault=cfg.prefault,
-                               device=device if cfg.replay_on_device else None, **replay_storage_args(cfg))
-    if cfg.per:
-        from dqn_course.per import PrioritizedMemory, beta_at  # numba: loaded only by runs that use it
-
-        memory = PrioritizedMemory(memory, alpha=cfg.per_alpha, seed=cfg.seed)
-    agent = DQNAgent(int(envs.single_action_space.n), device, lr=cfg.lr, gamma=cfg.gamma, double=cfg.double,
-                     max_grad_norm=cfg.max_grad_norm, seed=cfg.seed)
+    envs, memory, agent = build(cfg, device)
     counters = {"step": 0, "updates": 0, "episodes": 0}
     if resume_arrays is not None:
         counters = restore_training_state(resume_arrays, resume_meta, agent, memory)
         del resume_arrays
-        getattr(memory, "memory", memory).end_episode()  # (inside PER's wrapper) the envs restart below: the next transition begins a new episode
+        memory.end_episode()  # the envs restart below: the next transition begins a new episode
         print(f"resumed from {resume_path} at step {counters['step']:,}")
-    step = counters["step"]
+    step = first_step = counters["step"]
     resume_step = step if resume_path else None
     out.mkdir(parents=True, exist_ok=True)  # only now: a run refused while building leaves no folder
-    log = CsvLog(out / "log.csv", ["step", "episode_return", "episode_length", "loss", "epsilon", "rss_mb",
-                                   "steps_per_s"], resume_step)
+    games = GameLog(CsvLog(out / "log.csv", ["step", "episode_return", "episode_length", "loss", "epsilon", "rss_mb",
+                                             "steps_per_s"], resume_step), n, step, counters)
     eval_log = CsvLog(out / "eval.csv", ["step", "mean_return", "std_return", "episodes"], resume_step)
     watchdog = MemoryWatchdog(int(cfg.max_rss_gb * 2**30), int(cfg.min_available_gb * 2**30))
-
+    losses: deque[float] = deque(maxlen=100)
+    timer = RunTimer(step)
+    stopped = None
     obs, info = envs.reset(seed=cfg.seed + step)  # a resumed run starts new games, not the same ones again
     lives = info["lives"].copy()
     resetting = np.zeros(n, bool)  # next-step autoreset: this step only resets these envs
-    ep_return, ep_length = np.zeros(n), np.zeros(n, int)
-    losses: deque[float] = deque(maxlen=100)
-    returns: deque[float] = deque(maxlen=10)
-    learn_start, stopped = None, None
-    saving = 0.0  # seconds spent writing checkpoints, left out of learning_steps_per_s
-    t0 = last_t = time.perf_counter()
-    first_step = last_step = step
     bar = tqdm(initial=step, total=cfg.total_steps, disable=not cfg.progress, mininterval=1.0, desc="train")
+
     with StopRequests(cfg.time_limit * 60) as stop:
         while step < cfg.total_steps:
+            # -- act in every env, store what happened ---------------------------------------------------
             before, step = step, step + n
             eps = epsilon_at(step, cfg)
             actions = agent.act(obs, eps)
             next_obs, rewards, terminated, truncated, info = envs.step(actions)
-            life_lost = info["lives"] < lives
-            real = ~resetting
+            life_lost, real = info["lives"] < lives, ~resetting
             # Learn from clipped rewards; a lost life is terminal for the target but not for the game.
             memory.add_batch(obs, actions, np.sign(rewards), next_obs, dones=terminated | life_lost,
                              episode_ends=terminated | truncated, mask=real)
-            ep_return += rewards * real
-            ep_length += real
-            for i in np.flatnonzero(real & (terminated | truncated)):
-                now = time.perf_counter()
-                returns.append(float(ep_return[i]))
-                counters["episodes"] += 1
-                log.write(step=step, episode_return=returns[-1], episode_length=int(ep_length[i]),
-                          loss=np.mean(losses) if losses else "", epsilon=round(eps, 4),
-                          rss_mb=round(rss_bytes() / 2**20, 1),
-                          steps_per_s=round((step - last_step) / (now - last_t), 1))
-                last_t, last_step = now, step
-                bar.set_postfix(ret=returns[-1], eps=round(eps, 3), refresh=False)
-                ep_return[i], ep_length[i] = 0, 0
+            games.record(rewards, real, terminated | truncated, step, eps, losses)
             resetting = terminated | truncated
             obs, lives = next_obs, info["lives"].copy()
 
-            # One update per train_every agent steps, summed over the envs. The step after a finished game
-            # stores nothing, so the memory can hold a little less than learning_starts: wait for a batch.
+            # -- learn: the updates due, the target network, evaluations ---------------------------------
+            # The step after a finished game stores nothing, so the memory can hold a little less than
+            # learning_starts: wait for a batch.
             if step >= cfg.learning_starts and len(memory) >= cfg.batch_size:
-                if learn_start is None:
-                    learn_start = (step, time.perf_counter(), saving)
-                # Updates due = multiples of train_every in [learning_starts, step]: with one env, exactly
-                # "update when step % train_every == 0"; with n envs, n / train_every per vector step.
-                due = step // cfg.train_every - (cfg.learning_starts - 1) // cfg.train_every
-                while counters["updates"] < due:
-                    if cfg.per:
-                        batch = memory.sample(cfg.batch_size, beta=beta_at(step, cfg.total_steps, cfg.per_beta0))
-                        losses.append(agent.learn(batch))
-                        memory.update_priorities(batch.indices, agent.last_td_errors)
-                    else:
-                        losses.append(agent.learn(memory.sample(cfg.batch_size)))
-                    counters["updates"] += 1
+                timer.learning_from(step)
+                learn_due(agent, memory, cfg, step, counters, losses)
             if crossed(before, step, cfg.target_sync_every):
                 agent.sync_target()
             if crossed(before, step, cfg.eval_every):
                 evaluate_and_log(agent, cfg, eval_log, step)
+
+            # -- stop when asked, save when due ----------------------------------------------------------
             stopped = watchdog.check() or stop.reason()
             if stopped and stop.timed_out and not crossed(before, step, cfg.eval_every):
                 evaluate_and_log(agent, cfg, eval_log, step)  # the run's last score, at its deadline
             if crossed(before, step, cfg.checkpoint_every) or step >= cfg.total_steps or stopped:
                 counters["step"] = step
-                t_save = time.perf_counter()
-                save_checkpoint(out / "checkpoint.pt", agent, cfg, step)
-                save_training_state(out, agent, memory, cfg, counters)
-                saving += time.perf_counter() - t_save
+                with timer.saving():
+                    save_checkpoint(out / "checkpoint.pt", agent, cfg, step)
+                    save_training_state(out, agent, memory, cfg, counters)
             bar.update(n)
             if stopped:
                 print(f"{stopped}: saved the training state at step {step:,} and stopped", flush=True)
                 break
 
-    bar.close()
-    log.close()
-    eval_log.close()
-    envs.close()
-    end = time.perf_counter()
-    # Agent steps per second of acting and learning, checkpoint writes left out (benchmarks compare this).
-    learn_seconds = end - learn_start[1] - (saving - learn_start[2]) if learn_start else 0.0
-    learning = (step - learn_start[0]) / learn_seconds if learn_seconds > 0 else None
-    return {"steps": step, "seconds": end - t0, "steps_per_s": (step - first_step) / (end - t0),
-            "learning_steps_per_s": learning, "checkpoint_seconds": saving, "updates": counters["updates"],
-            "episodes": counters["episodes"],
-            "last_returns": list(returns), "replay_bytes": memory.nbytes, "replay_device": str(memory.device or "host"),
-            "rss_bytes": rss_bytes(), "device": str(device), "out_dir": str(out), "resumed_from": resume_step,
-            "stopped": stopped}
+    for closing in (bar, games.log, eval_log, envs):
+        closing.close()
+    return {**timer.summary(step, first_step), "updates": counters["updates"], "episodes": counters["episodes"],
+            "last_returns": list(games.last), "replay_bytes": memory.nbytes,
+            "replay_device": str(memory.device or "host"), "rss_bytes": rss_bytes(), "device": str(device),
+            "out_dir": str(out), "resumed_from": resume_step, "stopped": stopped}
+
+
+class RunTimer:
+    """Wall time of a run, split so benchmarks can compare agent steps/s of acting *and learning*.
+
+    ``learning_steps_per_s`` counts from the first update on and leaves out checkpoint writes.
+    """
+
+    def __init__(self, step: int):
+        self.t0 = time.perf_counter()
+        self.saved_seconds = 0.0
+        self.learn_start: tuple[int, float, float] | None = None  # (step, time, seconds saving by then)
+
+    def learning_from(self, step: int) -> None:
+        if self.learn_start is None:
+            self.learn_start = (step, time.perf_counter(), self.saved_seconds)
+
+    @contextlib.contextmanager
+    def saving(self):
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.saved_seconds += time.perf_counter() - t
+
+    def summary(self, step: int, first_step: int) -> dict:
+        end = time.perf_counter()
+        learning = None
+        if self.learn_start:
+            seconds = end - self.learn_start[1] - (self.saved_seconds - self.learn_start[2])
+            learning = (step - self.learn_start[0]) / seconds if seconds > 0 else None
+        return {"steps": step, "seconds": end - self.t0, "steps_per_s": (step - first_step) / (end - self.t0),
+                "learning_steps_per_s": learning, "checkpoint_seconds": self.saved_seconds}
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
@@ -465,7 +522,8 @@ def parse_args(argv: list[str] | None = None) -> Config:
     parser = argparse.ArgumentParser(prog="python -m dqn_course.train", description=__doc__.split("\n")[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="quick")
     for f in dataclasses.fields(Config):
-        kind = parse_bool if f.type in (bool, "bool") else {"int": int, "float": float, "str": str}.get(str(f.type), f.type)
+        types = {"int": int, "float": float, "str": str}
+        kind = parse_bool if f.type in (bool, "bool") else types.get(str(f.type), f.type)
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, default=None)
     args = vars(parser.parse_args(argv))
     overrides = {k: v for k, v in args.items() if k != "preset" and v is not None}

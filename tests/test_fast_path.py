@@ -129,3 +129,32 @@ def test_throughput_benchmark_prints_both_paths_and_ratio():
     assert all(r["steps_per_s"] > 0 for r in paths)
     ratio = [r for r in rows if "ratio_fast_over_plain" in r][0]["ratio_fast_over_plain"]
     assert ratio == pytest.approx(paths[1]["steps_per_s"] / paths[0]["steps_per_s"])
+
+
+@pytest.mark.parametrize("padding", ["repeat", "zero"])
+def test_device_bank_returns_the_host_memorys_transitions_for_the_same_ids(padding):
+    """Streams sharing one device bank (one gather per batch) == streams in host RAM, slot for slot."""
+    num_envs = 3
+    transitions, _ = play_vector("gymnasium", num_envs, steps=300, seed=2)
+    host = MultiStreamMemory(3 * 120, num_envs, seed=5, padding=padding)
+    dev = MultiStreamMemory(3 * 120, num_envs, seed=5, padding=padding, device="cpu")
+    copies = []
+    original = dev.bank.tensor.index_copy_
+    dev.bank.tensor.index_copy_ = lambda dim, index, src: copies.append(len(index)) or original(dim, index, src)
+    for s, a, r, s2, d, e, real in transitions:
+        before = len(copies)
+        host.add_batch(s, a, r, s2, d, e, mask=real)
+        dev.add_batch(s, a, r, s2, d, e, mask=real)
+        assert len(copies) == before + 1  # every env's new frames of the step: one transfer
+    assert len(host) == len(dev)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        streams = np.sort(rng.integers(0, num_envs, 48))
+        slots = np.array([host.streams[k].draw_slots(1)[0] for k in streams])
+        b_host, b_dev = host.batch_at(streams, slots), dev.batch_at(streams, slots)
+        assert isinstance(b_dev.states, torch.Tensor)
+        np.testing.assert_array_equal(b_host.ids, b_dev.ids)
+        np.testing.assert_array_equal(b_host.states, b_dev.states.numpy())
+        np.testing.assert_array_equal(b_host.next_states, b_dev.next_states.numpy())
+        for field in ("actions", "rewards", "dones"):
+            np.testing.assert_array_equal(getattr(b_host, field), getattr(b_dev, field))

@@ -7,12 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dqn_course.lab.toy import numbered_transitions
-from dqn_course.per import (TREES, CompiledSumTree, PerItemSumTree, PrioritizedMemory, SumTree, beta_at,
-                            importance_weights)
+from dqn_course.lab.per_trees import PerItemSumTree, SumTree
+from dqn_course.per import CompiledSumTree, PrioritizedMemory, beta_at, importance_weights
 from dqn_course.replay import FrameSharingMemory, MultiStreamMemory
 
 
 BATCH_TREES = [SumTree, CompiledSumTree]  # the two that PrioritizedMemory can use
+MEMORY_TREES = {"compiled": CompiledSumTree, "numpy": SumTree}  # by name: the library's, and the lab's numpy one
 
 
 @pytest.mark.parametrize("tree_cls", [*BATCH_TREES, PerItemSumTree])
@@ -79,7 +80,7 @@ def test_batch_and_per_item_trees_find_the_same_leaves(tree_cls):
 
 def test_compiled_and_numpy_trees_draw_the_same_batches_from_the_same_generator():
     p = np.random.default_rng(4).random(5_000) * (np.arange(5_000) % 7 != 0)
-    trees = {kind: TREES[kind](5_000) for kind in TREES}
+    trees = {kind: MEMORY_TREES[kind](5_000) for kind in MEMORY_TREES}
     draws = {}
     for kind, tree in trees.items():
         tree.update(np.arange(5_000), p)
@@ -144,13 +145,13 @@ def test_update_rejects_bad_input_and_leaves_the_tree_as_it_was(tree_cls):
         np.testing.assert_array_equal(tree.get(np.arange(8)), [0, 1, 2, 0, 0, 0, 0, 0])
 
 
-@pytest.mark.parametrize("kind", sorted(TREES))
+@pytest.mark.parametrize("kind", sorted(MEMORY_TREES))
 @pytest.mark.parametrize("streams", [1, 2])
 def test_prioritized_memory_only_draws_valid_transitions_and_matches_reference(streams, kind):
     transitions = numbered_transitions([7, 3, 12, 5, 9, 4, 11] * 3, frame_shape=(2, 2))
     inner = FrameSharingMemory(24, (4, 2, 2), seed=0) if streams == 1 else MultiStreamMemory(48, 2, (4, 2, 2), seed=0)
-    memory = PrioritizedMemory(inner, seed=0, tree=kind)
-    assert isinstance(memory.tree, TREES[kind])
+    memory = PrioritizedMemory(inner, seed=0, tree=MEMORY_TREES[kind])
+    assert isinstance(memory.tree, MEMORY_TREES[kind])
     rng = np.random.default_rng(0)
     for t in transitions:
         if streams == 1:
@@ -170,10 +171,10 @@ def test_prioritized_memory_only_draws_valid_transitions_and_matches_reference(s
     np.testing.assert_array_equal(live, valid)
 
 
-@pytest.mark.parametrize("kind", sorted(TREES))
+@pytest.mark.parametrize("kind", sorted(MEMORY_TREES))
 def test_prioritized_memory_samples_equal_reference_transitions(kind):
     transitions = numbered_transitions([30, 25, 40], frame_shape=(1, 1))
-    memory = PrioritizedMemory(FrameSharingMemory(60, (4, 1, 1), seed=1), seed=1, tree=kind)
+    memory = PrioritizedMemory(FrameSharingMemory(60, (4, 1, 1), seed=1), seed=1, tree=MEMORY_TREES[kind])
     for t in transitions:
         memory.add(*t)
     for _ in range(20):
@@ -240,7 +241,7 @@ def _filled_prioritized(streams: int, kind: str, seed: int = 0) -> PrioritizedMe
     """A prioritized memory that has wrapped around its ring and had many priorities rewritten."""
     inner = (FrameSharingMemory(40, (4, 2, 2), seed=seed) if streams == 1
              else MultiStreamMemory(80, 2, (4, 2, 2), seed=seed))
-    memory = PrioritizedMemory(inner, seed=seed, tree=kind)
+    memory = PrioritizedMemory(inner, seed=seed, tree=MEMORY_TREES[kind])
     rng = np.random.default_rng(seed)
     for t in numbered_transitions([9, 4, 13, 6, 11, 5] * 2, frame_shape=(2, 2)):
         for k in range(streams):
@@ -255,7 +256,7 @@ def _copied(state: dict) -> dict:
     return {k: np.array(v) for k, v in state.items()}  # a memory's state may share its arrays
 
 
-@pytest.mark.parametrize("kind", sorted(TREES))
+@pytest.mark.parametrize("kind", sorted(MEMORY_TREES))
 @pytest.mark.parametrize("streams", [1, 2])
 def test_state_dict_round_trip_samples_exactly_as_the_original(streams, kind):
     original = _filled_prioritized(streams, kind, seed=0)

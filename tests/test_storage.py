@@ -1,4 +1,4 @@
-"""Frame stores (``dqn_course.storage``): every storage samples exactly what ``"ram"`` samples, and checkpoints.
+"""Frame stores (``dqn_course.replay.stores``): every storage samples exactly what ``"ram"`` samples, and checkpoints.
 
 The differential tests reuse ``test_replay_properties``: its hypothesis scenarios (random episode
 ends, life losses, truncations, padded and full first states, rings that wrap many times), its frame
@@ -16,10 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dqn_course import storage
+from dqn_course.lab.stores import compare_codecs, measure_storage
 from dqn_course.profiling import InsufficientMemoryError
 from dqn_course.replay import FrameSharingMemory, MultiStreamMemory
-from dqn_course.storage import CompressedFrames, InsufficientDiskError
+from dqn_course.replay import stores as storage
+from dqn_course.replay.stores import CompressedFrames, InsufficientDiskError
 from test_replay_properties import Reference, StackingEnv, assert_batch_matches, scenarios
 
 STORAGES = ("ram", "lz4", "zstd", "disk")
@@ -359,12 +360,12 @@ def test_measure_storage_and_compare_codecs_run_small(tmp_path):
     from dqn_course.lab.bench import play_frames
 
     pool = play_frames(200, seed=0)
-    rows = storage.compare_codecs(pool.frames[:50], rounds=1)
+    rows = compare_codecs(pool.frames[:50], rounds=1)
     assert [r["codec"] for r in rows] == list(storage.CODECS) and all(r["ratio"] > 2 for r in rows)
-    row = storage.measure_storage("disk", 300, pool, path=tmp_path, seconds=0.05, cold_seconds=0.01)
+    row = measure_storage("disk", 300, pool, path=tmp_path, seconds=0.05, cold_seconds=0.01)
     assert row["transitions"] > 250 and row["batches_per_s"] > 0 and row["cold_batches"] >= 20
     assert row["file_bytes"] == 300 * 7056 and row["nbytes"] == 300 * 16
     if row["cached_before_cold"] is not None:  # Linux: the cache really was dropped before each cold batch
         assert row["cached_before_cold"] < 0.05
-    row = storage.measure_storage("lz4", 300, pool, seconds=0.05)
+    row = measure_storage("lz4", 300, pool, seconds=0.05)
     assert row["mean_payload_bytes"] < 7056 / 2 and row["nbytes"] < 300 * 7056 / 2

@@ -565,7 +565,7 @@ def _slot_overheads() -> dict[str, int]:
     import numpy as np
 
     from dqn_course.replay import FrameSharingMemory
-    from dqn_course.storage import POINTER_BYTES
+    from dqn_course.replay.stores import POINTER_BYTES
 
     dtypes = {"actions": np.uint8, "rewards": np.float32, "dones": np.bool_, "first": np.bool_, "valid": np.bool_,
               "ids": np.int64}

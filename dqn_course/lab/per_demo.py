@@ -12,7 +12,8 @@ import time
 
 import numpy as np
 
-from dqn_course.per import CompiledSumTree, PerItemSumTree, SumTree, beta_at, importance_weights
+from dqn_course.lab.per_trees import PerItemSumTree, SumTree
+from dqn_course.per import CompiledSumTree, beta_at, importance_weights
 
 
 def filled_trees(capacity: int, seed: int = 0) -> tuple[np.ndarray, dict]:

@@ -1,0 +1,93 @@
+"""Measuring the frame stores (notebook 09, ``benchmarks/sampling.py``): codecs, RSS, warm and cold sampling."""
+from __future__ import annotations
+
+import gc
+import time
+
+import numpy as np
+
+from dqn_course.lab.bench import fill, sampling_rates
+from dqn_course.replay import FrameSharingMemory
+from dqn_course.replay.stores import CODECS, codec_functions
+
+
+def compare_codecs(frames: np.ndarray, codecs=CODECS, rounds: int = 3) -> list[dict]:
+    """Per codec: mean compressed bytes per frame, ratio, and µs to compress / decompress one frame (best round)."""
+    frames = np.ascontiguousarray(frames, np.uint8)
+    frame_bytes = int(np.prod(frames.shape[1:]))
+    rows = []
+    for name in codecs:
+        compress, decompress = codec_functions(name)
+        payloads = [compress(f) for f in frames]
+        timings = []
+        for fn, items in ((compress, frames), (decompress, payloads)):
+            best = float("inf")
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                for item in items:
+                    fn(item)
+                best = min(best, time.perf_counter() - t0)
+            timings.append(best / len(frames) * 1e6)
+        mean = float(np.mean([len(p) for p in payloads]))
+        rows.append({"codec": name, "frames": len(frames), "mean_bytes": round(mean, 1),
+                     "ratio": round(frame_bytes / mean, 2), "compress_us": round(timings[0], 2),
+                     "decompress_us": round(timings[1], 2)})
+    return rows
+
+
+def rss_split() -> tuple[int, int]:
+    """(anonymous, file-backed) resident bytes of this process: a memory-mapped file's pages are the second."""
+    import psutil
+
+    info = psutil.Process().memory_info()
+    shared = getattr(info, "shared", 0)  # Linux: file-backed and shared pages
+    return info.rss - shared, shared
+
+
+def cold_sampling_rate(memory, batch_size: int = 32, seconds: float = 1.0, min_batches: int = 20) -> dict:
+    """Batches/s of a disk-backed memory with the page cache dropped before every batch (only ``sample`` timed)."""
+    store = memory.frames
+    elapsed, n, cached = 0.0, 0, []
+    while elapsed < seconds or n < min_batches:
+        store.drop_page_cache()
+        cached.append(store.cached_fraction())
+        t0 = time.perf_counter()
+        memory.sample(batch_size)
+        elapsed += time.perf_counter() - t0
+        n += 1
+    known = [c for c in cached if c is not None]
+    return {"batches_per_s": n / elapsed, "batches": n, "cached_before": max(known) if known else None}
+
+
+def measure_storage(storage: str, capacity: int, pool, path=None, seconds: float = 1.0, batch_size: int = 32,
+                    cold_seconds: float = 1.0) -> dict:
+    """Fill one ``FrameSharingMemory(capacity, storage=...)`` from ``pool`` and measure it; for a fresh process.
+
+    Meant for ``profiling.measure_in_subprocess(measure_storage, ...)``: RSS is read in that process
+    right before the memory is built and right after ``capacity`` transitions went in (every slot
+    written at least once), so only what the memory keeps is counted. Then ``sampling_rates``
+    times ``sample(batch_size)``; a disk store is timed warm (right after the fill, its pages cached)
+    and cold (``cold_sampling_rate``).
+    """
+    gc.collect()
+    anon0, file0 = rss_split()
+    t0 = time.perf_counter()
+    memory = FrameSharingMemory(capacity, seed=0, storage=storage, path=path)
+    fill(memory, pool, capacity)
+    fill_s = time.perf_counter() - t0
+    anon1, file1 = rss_split()
+    row = {"storage": storage, "capacity": capacity, "transitions": len(memory), "nbytes": memory.nbytes,
+           "rss_growth": anon1 + file1 - anon0 - file0, "rss_anon_growth": anon1 - anon0,
+           "rss_file_growth": file1 - file0, "fill_s": round(fill_s, 1)}
+    if storage in CODECS:
+        row["mean_payload_bytes"] = round(float(memory.frames.payload_sizes().mean()), 1)
+    if storage == "disk":
+        row["file_bytes"] = memory.frames.file_bytes
+        row["cached_before_warm"] = memory.frames.cached_fraction()
+    rates = sampling_rates(memory, batch_size, min_seconds=seconds)
+    row.update({k: round(v, 1) for k, v in rates.items()})
+    if storage == "disk":
+        cold = cold_sampling_rate(memory, batch_size, cold_seconds)
+        row.update({"cold_batches_per_s": round(cold["batches_per_s"], 1), "cold_batches": cold["batches"],
+                    "cached_before_cold": cold["cached_before"]})
+    return row

@@ -1,0 +1,141 @@
+"""One frame-sharing ring per environment of a vector env, sampled as one memory."""
+from __future__ import annotations
+
+import numpy as np
+
+from dqn_course.profiling import check_fits
+from dqn_course.replay.base import Batch, ReplayMemory, require_keys
+from dqn_course.replay.frame_sharing import FrameSharingMemory, ValidityListener, check_storage
+from dqn_course.replay.stores import check_disk_space, make_store, planned_host_bytes
+from dqn_course.rng import parse_rng_state, rng_state_array
+
+
+class MultiStreamMemory(ReplayMemory):
+    """One ``FrameSharingMemory`` per environment of a vector env, sampled as one memory.
+
+    N environments produce N interleaved frame streams; one ring would interleave their frames and
+    break stacks-by-index, so each env gets its own ring of ``capacity // N`` frames. A batch draws
+    from the streams in proportion to what they hold (uniform over all stored transitions).
+    ``ids`` in a batch are ``stream_id + N * id_within_stream``.
+
+    With ``storage="ram"`` (host or device) the streams' frames are regions of one bank: stream i owns
+    slots ``[i * C, (i+1) * C)`` of it (C = ``capacity // N``), ``add_batch`` copies the new frames of
+    all envs to a device in one transfer, and a batch is one gather over the bank, whatever streams its
+    transitions come from. Other storages keep one store per stream.
+    """
+
+    def __init__(self, capacity: int, num_streams: int, obs_shape=(4, 84, 84), seed: int | None = None,
+                 padding: str = "repeat", prefault: bool = False, device=None, storage: str = "ram", path=None):
+        super().__init__(capacity, obs_shape, np.uint8, seed)
+        if num_streams < 1 or capacity // num_streams < obs_shape[0] + 1:
+            raise ValueError(f"need 1 <= num_streams and capacity // num_streams >= {obs_shape[0] + 1}, "
+                             f"got capacity={capacity}, num_streams={num_streams}")
+        check_storage(storage, path, device)
+        what = f"MultiStreamMemory(capacity={capacity:,}, num_streams={num_streams})"
+        frame_shape = tuple(obs_shape[1:])
+        per_stream = capacity // num_streams
+        # One check for the total, before any stream exists: the frames' host share + 16 B of per-slot bookkeeping.
+        check_fits(planned_host_bytes(storage, capacity, frame_shape, device) + 16 * capacity, what)
+        if storage == "disk":  # one file per stream; all of them checked before the first is made
+            check_disk_space(per_stream * num_streams * int(np.prod(frame_shape)), path, what + " storage='disk'")
+        self.bank = None
+        if storage == "ram":
+            self.bank = make_store("ram", per_stream * num_streams, frame_shape, device=device, prefault=prefault,
+                                   what=what)
+        seeds = np.random.SeedSequence(seed).spawn(num_streams)
+        self.streams = [FrameSharingMemory(per_stream, obs_shape, seed=sq, padding=padding, prefault=prefault,
+                                           device=device, storage=storage, path=path,
+                                           frames=None if self.bank is None else self.bank.region(i * per_stream,
+                                                                                                  per_stream))
+                        for i, sq in enumerate(seeds)]
+        self.stream_capacity = per_stream
+        self.device = self.streams[0].device
+        self.storage = storage
+
+    def add(self, state, action, reward, next_state, done, episode_end=None, stream: int = 0) -> None:
+        self.streams[stream].add(state, action, reward, next_state, done, episode_end)
+        self.added += 1
+
+    def add_batch(self, states, actions, rewards, next_states, dones, episode_ends, mask=None) -> None:
+        """Add one transition per env; ``mask[i] = False`` skips env i (e.g. an autoreset step)."""
+        with self.streams[0].frames.deferred():  # one transfer of all new frames (device bank), at the end
+            for i, stream in enumerate(self.streams):
+                if mask is None or mask[i]:
+                    stream.add(states[i], actions[i], rewards[i], next_states[i], dones[i], episode_ends[i])
+                    self.added += 1
+
+    def watch_validity(self, listener: ValidityListener) -> None:
+        """``listener(slots, now_valid)`` on validity flips of any stream, slots numbered ``stream * C + slot``."""
+        for k, s in enumerate(self.streams):
+            s.watch_validity(lambda slots, valid, offset=k * self.stream_capacity: listener(slots + offset, valid))
+
+    def batch_at(self, streams: np.ndarray, slots: np.ndarray) -> Batch:
+        """The transitions at (stream, slot) pairs, ``streams`` sorted ascending, as one batch."""
+        present = np.unique(streams)
+        mine = [slots[streams == k] for k in present]
+        scalars = [self.streams[k].scalars_at(s) for k, s in zip(present, mine)]
+        if self.bank is not None:  # one gather over the bank, with each stream's slots shifted to its region
+            windows = [self.streams[k].stack_index(s) for k, s in zip(present, mine)]
+            index = np.concatenate([w[0] + k * self.stream_capacity for k, w in zip(present, windows)])
+            zero = None if windows[0][1] is None else np.concatenate([w[1] for w in windows])
+            frames = self.bank.gather(index, zero)
+            states, next_states = frames[:, :-1], frames[:, 1:]
+        else:
+            parts = [self.streams[k].stacks_at(s) for k, s in zip(present, mine)]
+            states = np.concatenate([p[0] for p in parts])
+            next_states = np.concatenate([p[1] for p in parts])
+        return Batch(states, np.concatenate([p[0] for p in scalars]), np.concatenate([p[1] for p in scalars]),
+                     next_states, np.concatenate([p[2] for p in scalars]),
+                     np.concatenate([p[3] * len(self.streams) + k for k, p in zip(present, scalars)]))
+
+    def draw(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """(streams, slots) of a uniform batch over all stored transitions, streams ascending."""
+        sizes = np.array([len(s) for s in self.streams], dtype=np.float64)
+        counts = self.rng.multinomial(batch_size, sizes / sizes.sum())
+        streams = np.repeat(np.arange(len(self.streams)), counts)
+        slots = np.concatenate([s.draw_slots(c) for s, c in zip(self.streams, counts) if c])
+        return streams, slots
+
+    def sample(self, batch_size: int) -> Batch:
+        self._check_batch_size(batch_size)
+        return self.batch_at(*self.draw(batch_size))
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in self.streams)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s.nbytes for s in self.streams)
+
+    def generators(self) -> list[np.random.Generator]:
+        """Every generator ``sample`` draws from (for checkpoints' digests)."""
+        return [self.rng, *(g for s in self.streams for g in s.generators())]
+
+    def end_episode(self, stream: int | None = None) -> None:
+        """End the current episode of one stream (None: of all), e.g. after resuming with fresh envs."""
+        for s in self.streams if stream is None else [self.streams[stream]]:
+            s.end_episode()
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Each stream's ``state_dict`` under ``stream{i}/``, plus this memory's own counters and RNG."""
+        state = {"num_streams": np.array(len(self.streams), np.int64), "added": np.array(self.added, np.int64),
+                 "rng": rng_state_array(self.rng)}
+        for i, s in enumerate(self.streams):
+            state.update({f"stream{i}/{k}": v for k, v in s.state_dict().items()})
+        return state
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Restore ``state_dict()`` in place (same capacity, streams, shape and storage, or ``ValueError``, and
+        then nothing is changed)."""
+        require_keys(state, ("num_streams", "added", "rng"))
+        if int(state["num_streams"]) != len(self.streams):
+            raise ValueError(f"cannot load: saved num_streams is {int(state['num_streams'])}, "
+                             f"this memory's is {len(self.streams)}")
+        parts = [{k[len(f"stream{i}/"):]: v for k, v in state.items() if k.startswith(f"stream{i}/")}
+                 for i in range(len(self.streams))]
+        checked = [s.checked_state(part) for s, part in zip(self.streams, parts)]  # all streams before any write
+        rng = parse_rng_state(self.rng, state["rng"])
+        for s, part, c in zip(self.streams, parts, checked):
+            s.apply_state(part, c)
+        self.rng.bit_generator.state = rng
+        self.added = int(state["added"])
