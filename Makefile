@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: setup lab test unit notebooks train train-quick train-cpu figures readme bench clean
+.PHONY: setup lab test lint unit notebooks train train-quick train-cpu figures readme bench clean
 
 setup: $(VENV)/.installed
 
@@ -24,8 +24,12 @@ lab: setup
 # process: on a CPU shared with other work, torch's spinning worker threads slow every test several times over.
 TEST_ENV := DQN_COURSE_QUICK=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-test: setup
+test: setup lint
 	$(TEST_ENV) $(PY) -m pytest tests --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+# ruff's settings are in pyproject.toml; make test runs this first.
+lint: setup
+	$(VENV)/bin/ruff check .
 
 unit: setup
 	$(PY) -m pytest tests

@@ -8,8 +8,8 @@
    The trees take turns in short rounds, best of five each, so all see the same machine load.
 2. The full learner step on the CPU (sample 32 real Breakout transitions, one gradient step, and
    for PER the priority update through ``PrioritizedMemory``'s default tree), uniform vs prioritized,
-   over the same frames, one step of each in turn (median ms per step). ``--threads`` sets torch's CPU threads: on a machine
-   whose cores are busy with other work, 2-thread steps can stall waiting for a descheduled thread
+   over the same frames, one step of each in turn (median ms per step). ``--threads`` sets torch's CPU threads:
+   on a machine whose cores are busy with other work, 2-thread steps can stall waiting for a descheduled thread
    and take several times longer; 1 thread is steadier there.
 
 Results are saved to ``data/bench/per.json`` (not in quick mode).

@@ -1,7 +1,8 @@
 """A memory watchdog: warn, checkpoint and stop cleanly before the kernel's OOM killer does (notebook 09).
 
 The OOM killer gives no warning and no chance to save: the process vanishes with ``Killed``
-(or Jupyter says "the kernel died") and hours of training go with it. The watchdog looks at two numbers every few seconds:
+(or Jupyter says "the kernel died") and hours of training go with it. The watchdog looks at two numbers
+every few seconds:
 
 * the process's resident set size (RSS), against ``max_rss_bytes``, a budget you choose for the run;
 * the RAM still available to the whole machine, against ``min_available_bytes``, because other

@@ -119,7 +119,7 @@ def test_frame_stack_one_gives_single_frames():
 def test_max_episode_steps_truncates():
     env = make_breakout(seed=0, max_episode_steps=20)
     env.reset(seed=0)
-    for i in range(20):
+    for _ in range(20):
         _, _, term, trunc, info = env.step(0)  # NOOP: the ball is in play but nothing ends the game this soon
     env.close()
     assert trunc and not term

@@ -102,11 +102,14 @@ def test_makefile_has_the_two_targets():
     for target in ("lab", "test", "setup"):
         assert re.search(rf"^{target}:", text, re.M), f"Makefile has no {target!r} target"
     assert re.search(r"^test:.*\n(\t.*\n)*\t.*pytest tests", text, re.M), "make test should run pytest on tests/"
+    assert re.search(r"^test:.*\blint\b", text, re.M) and re.search(r"^lint:.*\n\t.*ruff check", text, re.M), (
+        "make test should run the linter (make lint: ruff check) first")
 
 
 def test_ci_runs_make_test():
     ci = ROOT / ".ci" / "run"
     assert ci.exists()
-    commands = [line.strip() for line in ci.read_text().splitlines() if line.strip() and not line.strip().startswith("#")]
+    lines = [line.strip() for line in ci.read_text().splitlines()]
+    commands = [line for line in lines if line and not line.startswith("#")]
     assert "make test" in commands, commands
     assert os.access(ci, os.X_OK), ".ci/run must be executable"

@@ -193,8 +193,9 @@ def test_weighted_learn_with_unit_weights_equals_plain_learn_and_reports_td_erro
     from dqn_course.replay import Batch
 
     rng = np.random.default_rng(0)
-    b = Batch(rng.integers(0, 256, (8, 4, 84, 84), dtype=np.uint8), rng.integers(0, 4, 8), rng.random(8, dtype=np.float32),
-              rng.integers(0, 256, (8, 4, 84, 84), dtype=np.uint8), (rng.random(8) < 0.3).astype(np.float32), np.arange(8))
+    b = Batch(rng.integers(0, 256, (8, 4, 84, 84), dtype=np.uint8), rng.integers(0, 4, 8),
+              rng.random(8, dtype=np.float32), rng.integers(0, 256, (8, 4, 84, 84), dtype=np.uint8),
+              (rng.random(8) < 0.3).astype(np.float32), np.arange(8))
     plain, weighted = DQNAgent(4, seed=3), DQNAgent(4, seed=3)
     loss_plain = plain.learn(b)
     loss_weighted = weighted.learn(b._replace(weights=np.ones(8, np.float32), indices=np.arange(8)))

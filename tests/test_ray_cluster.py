@@ -94,7 +94,7 @@ class LoopbackCluster:
         with open(log) as f:
             raise RuntimeError(f"ray start ({name}) did not come up; its output:\n{f.read()[-3000:]}")
 
-    def start(self) -> "LoopbackCluster":
+    def start(self) -> LoopbackCluster:
         self._start_node("head", ["--head", f"--port={self.port}", f"--num-cpus={HEAD_CPUS}",
                                   "--include-dashboard=false", "--object-store-memory=200000000"])
         self._start_node("node", [f"--address={self.address}", f"--num-cpus={NODE_CPUS}",

@@ -122,7 +122,8 @@ BAD_ADDS = {
                                r"next_state has shape \(4, 6, 5\).*stores \(4, 6, 6\)"),
     "state_float32": (lambda tr: _replace(tr, state=tr[0].astype(np.float32)), TypeError,
                       r"state has dtype float32, this memory stores uint8"),
-    "next_state_float64": (lambda tr: _replace(tr, next_state=tr[3] / 255.0), TypeError, r"next_state has dtype float64"),
+    "next_state_float64": (lambda tr: _replace(tr, next_state=tr[3] / 255.0), TypeError,
+                           r"next_state has dtype float64"),
     "state_list": (lambda tr: _replace(tr, state=tr[0].tolist()), TypeError, r"state must be a numpy array.*list"),
     "state_none": (lambda tr: _replace(tr, state=None), TypeError, r"state must be a numpy array"),
     "action_float": (lambda tr: _replace(tr, action=1.5), TypeError, r"action must be an integer, got 1\.5"),
@@ -242,7 +243,8 @@ def test_frame_sharing_first_state_of_any_padding_is_rebuilt_exactly(memory_padd
 
 
 # -- the memory guard --------------------------------------------------------------------------------
-_SIZE = re.compile(r"needs ([\d,.]+) (B|KiB|MiB|GiB|TiB) but this machine has ([\d,.]+ (?:B|KiB|MiB|GiB|TiB)) available")
+_SIZE = re.compile(r"needs ([\d,.]+) (B|KiB|MiB|GiB|TiB) but this machine has "
+                   r"([\d,.]+ (?:B|KiB|MiB|GiB|TiB)) available")
 _UNIT = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 

@@ -384,7 +384,7 @@ def test_frame_sharing_len_counts_one_extra_frame_per_episode():
             memory.add(*env.step(0, 0.0, t == episode_len - 1, t == episode_len - 1))
     assert memory.written == 60 + 3 and len(memory) == 60
     # A 4th episode of 36 transitions writes 37 frames: the ring (100 frames) is exactly full.
-    for t in range(36):
+    for _ in range(36):
         memory.add(*env.step(0, 0.0, False, False))
     assert memory.written == 100 and len(memory) == 96
     # One more frame overwrites the first episode's first frame: transition 0 goes, and so do

@@ -27,7 +27,7 @@ def filled_memory(seed: int, per: bool, transitions: int = 300):
         memory = PrioritizedMemory(memory, alpha=0.6, seed=seed)
     rng = np.random.default_rng(seed)
     states = rng.integers(0, 256, size=(2, *OBS), dtype=np.uint8)
-    for t in range(transitions):
+    for _ in range(transitions):
         frames = rng.integers(0, 256, size=(2, 1, *OBS[1:]), dtype=np.uint8)
         next_states = np.concatenate([states[:, 1:], frames], axis=1)
         ends = rng.random(2) < 0.05

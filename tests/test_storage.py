@@ -303,7 +303,7 @@ def test_load_names_a_different_storage_or_stream_count(tmp_path):
     good = MultiStreamMemory(60, 2, (4, 3, 3), seed=1)
     other = MultiStreamMemory(60, 2, (4, 3, 3), seed=2)
     env = StackingEnv(Reference(4, (3, 3), "repeat"))
-    for t in range(12):
+    for _ in range(12):
         good.add(*env.step(1, 0.0, False, False), stream=0)
     state = good.state_dict()
     state["stream1/capacity"] = np.array(31)

@@ -44,7 +44,8 @@ def quick_run(tmp_path_factory):
 @pytest.mark.slow
 def test_quick_preset_runs_end_to_end(quick_run):
     out, proc = quick_run
-    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, (f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\n"
+                                  f"stderr:\n{proc.stderr[-3000:]}")
     total = PRESETS["quick"].total_steps
     assert f"done: {total:,} steps" in proc.stdout
     assert "train:" not in proc.stderr  # --progress false: no progress bar

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from itertools import count, islice
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 

@@ -72,7 +72,8 @@ def check_bytes_per_transition(bytes_per_transition) -> bool | None:
     if bytes_per_transition is None:
         return _not_answered_yet("write `bytes_per_transition(step_a, rss_a, step_b, rss_b)` and pass the function")
     assert callable(bytes_per_transition), (
-        f"pass the function itself, e.g. check_bytes_per_transition(bytes_per_transition), got {bytes_per_transition!r}")
+        "pass the function itself, e.g. check_bytes_per_transition(bytes_per_transition), "
+        f"got {bytes_per_transition!r}")
     cases = ((500, 400_000_000, 1_500, 434_000_000),
              (1_000, 1_000_000_000, 3_000, 1_403_200_000),
              (3_000, 1_403_200_000, 1_000, 1_000_000_000),  # readings given latest first
@@ -245,7 +246,8 @@ def check_replay_bytes(replay_bytes) -> bool | None:
 
     if replay_bytes is None:
         return _not_answered_yet("write `replay_bytes(n_transitions, dtype)` and pass the function (no brackets)")
-    assert callable(replay_bytes), f"pass the function itself, e.g. check_replay_bytes(replay_bytes), got {replay_bytes!r}"
+    assert callable(replay_bytes), (
+        f"pass the function itself, e.g. check_replay_bytes(replay_bytes), got {replay_bytes!r}")
     state = 4 * 84 * 84
     for n, dtype in ((1, np.uint8), (1, np.float32), (32, np.float16), (1_000_000, np.float64), (1_000_000, np.uint8)):
         got = replay_bytes(n, dtype)
@@ -256,7 +258,8 @@ def check_replay_bytes(replay_bytes) -> bool | None:
             continue
         hints = {
             expected // 2: "that stores one state; s' is kept as a separate copy too (x 2)",
-            n * 2 * state: "every dtype gives the same answer: multiply by the bytes per pixel, np.dtype(dtype).itemsize",
+            n * 2 * state: ("every dtype gives the same answer: multiply by the bytes per pixel, "
+                            "np.dtype(dtype).itemsize"),
             8 * expected: "that is bits; itemsize is already in bytes",
             expected // 4: "each state is a stack of 4 frames (4 x 84 x 84 pixels)",
             expected // n if n > 1 else -1: "multiply by the number of transitions n",

@@ -67,7 +67,8 @@ class VectorReplay:
 
     def add(self, obs, action, reward, next_obs, done) -> None:
         k = self.head
-        self.obs[k], self.actions[k], self.rewards[k], self.next_obs[k], self.dones[k] = obs, action, reward, next_obs, done
+        self.obs[k], self.actions[k], self.rewards[k] = obs, action, reward
+        self.next_obs[k], self.dones[k] = next_obs, done
         if self.tree is not None:  # new transitions enter at the largest priority so far
             self.tree.update([k], [self.max_priority ** self.alpha])
         self.head = (k + 1) % self.capacity
