@@ -248,6 +248,9 @@ def training_state(agent, memory, counters: dict, config: dict) -> tuple[dict[st
     return arrays, meta
 
 
+RUN_LOCAL = ("capturable", "foreach", "fused", "differentiable")  # optimiser settings a resume keeps its own of
+
+
 def restore_training_state(arrays: dict[str, np.ndarray], meta: dict, agent, memory) -> dict:
     """Load what ``training_state`` saved into a freshly built agent and memory; returns the counters.
 
@@ -258,8 +261,10 @@ def restore_training_state(arrays: dict[str, np.ndarray], meta: dict, agent, mem
 
     agent.q.load_state_dict(_torch_state(arrays, "agent/q"))
     agent.target.load_state_dict(_torch_state(arrays, "agent/target"))
-    # JSON turned tuples (Adam's betas) into lists: give them back the types the live optimiser uses.
-    groups = [{k: tuple(v) if isinstance(live.get(k), tuple) else v for k, v in saved.items()}
+    # JSON turned tuples (Adam's betas) into lists: give them back the types the live optimiser uses. How the
+    # optimiser runs (``capturable``: a CUDA-graph learner's Adam) belongs to this run, not to the saved one.
+    groups = [{k: tuple(v) if isinstance(live.get(k), tuple) else live[k] if k in RUN_LOCAL else v
+               for k, v in saved.items()}
               for saved, live in zip(meta["param_groups"], agent.optimizer.state_dict()["param_groups"])]
     agent.optimizer.load_state_dict({
         "state": {int(i): _torch_state(arrays, f"agent/optimizer/{i}") for i in meta["optimizer_state_keys"]},

@@ -20,6 +20,7 @@ Two choices the course makes on purpose:
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, RecordEpisodeStatistics
 
 ENV_ID = "ALE/Breakout-v5"
@@ -140,6 +141,17 @@ def random_frames(n: int, seed: int = 0, frame_stack: int = 4) -> list[tuple]:
     return out
 
 
+class SyncVectorBreakout(gym.vector.SyncVectorEnv):
+    """gymnasium's ``SyncVectorEnv`` with ``AtariVectorEnv``'s ``send`` / ``recv`` split, so one training loop
+    drives both backends: ``send`` keeps the actions, ``recv`` steps every env in this process."""
+
+    def send(self, actions: np.ndarray) -> None:
+        self._sent = actions
+
+    def recv(self):
+        return self.step(self._sent)
+
+
 def make_vector_envs(num_envs: int = 1, seed: int = 0, backend: str = "gymnasium"):
     """N Breakouts behind gymnasium's vector API, with next-step autoreset in both backends.
 
@@ -147,7 +159,8 @@ def make_vector_envs(num_envs: int = 1, seed: int = 0, backend: str = "gymnasium
     plain path; N=1 is the classic single-env loop); ``backend="ale"`` is ale-py's C++
     ``AtariVectorEnv``, stepping all N in threads (the fast path). Either way ``info["lives"]`` is
     an array the training loop uses to detect a lost life, and the step after an episode ends only
-    resets that env (its transition is not a real one).
+    resets that env (its transition is not a real one). Both step as ``step(actions)`` or as
+    ``send(actions)`` then ``recv()``: ale-py's threads step the envs between the two calls.
     """
     if backend == "ale":
         return make_vector_breakout(num_envs, seed=seed)
@@ -155,7 +168,7 @@ def make_vector_envs(num_envs: int = 1, seed: int = 0, backend: str = "gymnasium
         raise ValueError(f"backend must be 'gymnasium' or 'ale', got {backend!r}")
     from functools import partial
 
-    envs = gym.vector.SyncVectorEnv([partial(make_breakout, seed=seed + i) for i in range(num_envs)],
-                                    autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
+    envs = SyncVectorBreakout([partial(make_breakout, seed=seed + i) for i in range(num_envs)],
+                              autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
     envs.reset(seed=seed)
     return envs

@@ -50,6 +50,7 @@ from dqn_course.checkpoint import (
 )
 from dqn_course.device import pick_device
 from dqn_course.envs import make_breakout, make_vector_envs
+from dqn_course.learner import DeviceLearner, EagerLearner
 from dqn_course.profiling import InsufficientMemoryError, check_fits, rss_bytes
 from dqn_course.replay import MultiStreamMemory
 from dqn_course.replay.stores import STORAGES, InsufficientDiskError, check_disk_space, planned_host_bytes
@@ -343,6 +344,10 @@ def load_resume(cfg: Config) -> tuple[dict[str, np.ndarray], dict, Path] | tuple
     return arrays, meta, path
 
 
+def _blank_if_none(value):
+    return "" if value is None else value
+
+
 class GameLog:
     """The games in progress in each env; one ``log.csv`` row per finished game, with the speed since the last."""
 
@@ -352,8 +357,9 @@ class GameLog:
         self.last: deque[float] = deque(maxlen=10)  # returns of the last finished games
         self.last_t, self.last_step = time.perf_counter(), step
 
-    def record(self, rewards, real, ended, step: int, eps: float, losses) -> None:
-        """Add one vector step's rewards (``real`` envs only) and log the games that ``ended`` there."""
+    def record(self, rewards, real, ended, step: int, eps: float, mean_loss) -> None:
+        """Add one vector step's rewards (``real`` envs only) and log the games that ``ended`` there
+        (``mean_loss()`` is asked only then: reading a loss from a GPU waits for it)."""
         self.returns += rewards * real
         self.lengths += real
         for i in np.flatnonzero(real & ended):
@@ -361,46 +367,45 @@ class GameLog:
             self.last.append(float(self.returns[i]))
             self.counters["episodes"] += 1
             self.log.write(step=step, episode_return=self.last[-1], episode_length=int(self.lengths[i]),
-                           loss=np.mean(losses) if losses else "", epsilon=round(eps, 4),
+                           loss=_blank_if_none(mean_loss()), epsilon=round(eps, 4),
                            rss_mb=round(rss_bytes() / 2**20, 1),
                            steps_per_s=round((step - self.last_step) / (now - self.last_t), 1))
             self.last_t, self.last_step = now, step
             self.returns[i], self.lengths[i] = 0, 0
 
 
-def learn_due(agent: DQNAgent, memory, cfg: Config, step: int, counters: dict, losses: deque) -> None:
-    """Run the updates due by ``step``: one per ``train_every`` agent steps since ``learning_starts``.
+def updates_due(cfg: Config, step: int) -> int:
+    """Updates due by ``step``: one per ``train_every`` agent steps since ``learning_starts``.
 
     Steps are summed over the envs: with one env, exactly "update when step % train_every == 0"; with
-    n envs, n / train_every updates per vector step. ``counters["updates"]`` counts them.
+    n envs, n / train_every updates per vector step.
     """
-    due = step // cfg.train_every - (cfg.learning_starts - 1) // cfg.train_every
-    if cfg.per:
-        from dqn_course.per import beta_at
-
-    while counters["updates"] < due:
-        if cfg.per:
-            batch = memory.sample(cfg.batch_size, beta=beta_at(step, cfg.total_steps, cfg.per_beta0))
-            losses.append(agent.learn(batch))
-            memory.update_priorities(batch.indices, agent.last_td_errors)
-        else:
-            losses.append(agent.learn(memory.sample(cfg.batch_size)))
-        counters["updates"] += 1
+    return step // cfg.train_every - (cfg.learning_starts - 1) // cfg.train_every
 
 
 def build(cfg: Config, device: torch.device):
-    """The vector envs, the replay memory (prioritized if ``cfg.per``) and the agent ``cfg`` describes."""
+    """The vector envs, the replay memory (prioritized if ``cfg.per``), the agent and its learner ``cfg`` describes.
+
+    Frames on the device (``replay_on_device``) get the ``DeviceLearner`` (one CUDA graph per update on a GPU);
+    otherwise updates are ``agent.learn`` calls on sampled batches.
+    """
     envs = make_vector_envs(cfg.num_envs, seed=cfg.seed, backend=cfg.env_backend)
     memory = MultiStreamMemory(cfg.buffer_size, cfg.num_envs, envs.single_observation_space.shape, seed=cfg.seed,
                                prefault=cfg.prefault, device=device if cfg.replay_on_device else None,
                                **replay_storage_args(cfg))
-    if cfg.per:
-        from dqn_course.per import PrioritizedMemory  # numba: loaded only by runs that use it
-
-        memory = PrioritizedMemory(memory, alpha=cfg.per_alpha, seed=cfg.seed)
     agent = DQNAgent(int(envs.single_action_space.n), device, lr=cfg.lr, gamma=cfg.gamma, double=cfg.double,
                      max_grad_norm=cfg.max_grad_norm, seed=cfg.seed)
-    return envs, memory, agent
+    if cfg.per:
+        from dqn_course.per import PrioritizedMemory, beta_at  # numba: loaded only by runs that use it
+
+        memory = PrioritizedMemory(memory, alpha=cfg.per_alpha, seed=cfg.seed)
+        learner = EagerLearner(agent, memory, cfg.batch_size, lambda step: beta_at(step, cfg.total_steps,
+                                                                                   cfg.per_beta0))
+    elif cfg.replay_on_device:
+        learner = DeviceLearner(agent, memory, cfg.batch_size)
+    else:
+        learner = EagerLearner(agent, memory, cfg.batch_size)
+    return envs, memory, agent, learner
 
 
 def train(cfg: Config) -> dict:
@@ -414,7 +419,7 @@ def train(cfg: Config) -> dict:
     resume_arrays, resume_meta, resume_path = load_resume(cfg)  # before allocating: a bad file fails fast
     out, device, n = Path(cfg.out_dir), pick_device(cfg.device or None), cfg.num_envs
     np.random.seed(cfg.seed)
-    envs, memory, agent = build(cfg, device)
+    envs, memory, agent, learner = build(cfg, device)
     counters = {"step": 0, "updates": 0, "episodes": 0}
     if resume_arrays is not None:
         counters = restore_training_state(resume_arrays, resume_meta, agent, memory)
@@ -428,7 +433,6 @@ def train(cfg: Config) -> dict:
                                              "steps_per_s"], resume_step), n, step, counters)
     eval_log = CsvLog(out / "eval.csv", ["step", "mean_return", "std_return", "episodes"], resume_step)
     watchdog = MemoryWatchdog(int(cfg.max_rss_gb * 2**30), int(cfg.min_available_gb * 2**30))
-    losses: deque[float] = deque(maxlen=100)
     timer = RunTimer(step)
     stopped = None
     obs, info = envs.reset(seed=cfg.seed + step)  # a resumed run starts new games, not the same ones again
@@ -438,25 +442,30 @@ def train(cfg: Config) -> dict:
 
     with StopRequests(cfg.time_limit * 60) as stop:
         while step < cfg.total_steps:
-            # -- act in every env, store what happened ---------------------------------------------------
+            # -- act in every env; learn while they step -------------------------------------------------
             before, step = step, step + n
             eps = epsilon_at(step, cfg)
             actions = agent.act(obs, eps)
-            next_obs, rewards, terminated, truncated, info = envs.step(actions)
+            envs.send(actions)  # ale-py's C++ threads step the envs during the updates below
+            # The updates due by this step, from what is stored so far. The step after a finished game stores
+            # nothing, so the memory can hold a little less than learning_starts: wait for a batch.
+            if step >= cfg.learning_starts and len(memory) >= cfg.batch_size:
+                timer.learning_from(step)
+                due = updates_due(cfg, step)
+                learner.learn(due - counters["updates"], step)
+                counters["updates"] = max(counters["updates"], due)
+
+            # -- store what happened ------------------------------------------------------------------------
+            next_obs, rewards, terminated, truncated, info = envs.recv()
             life_lost, real = info["lives"] < lives, ~resetting
             # Learn from clipped rewards; a lost life is terminal for the target but not for the game.
             memory.add_batch(obs, actions, np.sign(rewards), next_obs, dones=terminated | life_lost,
                              episode_ends=terminated | truncated, mask=real)
-            games.record(rewards, real, terminated | truncated, step, eps, losses)
+            games.record(rewards, real, terminated | truncated, step, eps, learner.mean_loss)
             resetting = terminated | truncated
             obs, lives = next_obs, info["lives"].copy()
 
-            # -- learn: the updates due, the target network, evaluations ---------------------------------
-            # The step after a finished game stores nothing, so the memory can hold a little less than
-            # learning_starts: wait for a batch.
-            if step >= cfg.learning_starts and len(memory) >= cfg.batch_size:
-                timer.learning_from(step)
-                learn_due(agent, memory, cfg, step, counters, losses)
+            # -- the target network, evaluations --------------------------------------------------------------
             if crossed(before, step, cfg.target_sync_every):
                 agent.sync_target()
             if crossed(before, step, cfg.eval_every):

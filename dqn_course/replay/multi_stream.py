@@ -69,6 +69,17 @@ class MultiStreamMemory(ReplayMemory):
         for k, s in enumerate(self.streams):
             s.watch_validity(lambda slots, valid, offset=k * self.stream_capacity: listener(slots + offset, valid))
 
+    def window_at(self, streams: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, ...]:
+        """For a bank: each transition's (stack+1)-frame window as slots of the bank (s = ``[:, :-1]``, s' =
+        ``[:, 1:]``), and its actions, rewards and dones; ``streams`` sorted ascending. Only ``padding="repeat"``
+        (zero padding needs a mask: use ``batch_at``)."""
+        present = np.unique(streams)
+        mine = [slots[streams == k] for k in present]
+        index = np.concatenate([self.streams[k].stack_index(s)[0] + k * self.stream_capacity
+                                for k, s in zip(present, mine)])
+        scalars = [self.streams[k].scalars_at(s) for k, s in zip(present, mine)]
+        return (index, *(np.concatenate([p[i] for p in scalars]) for i in range(3)))
+
     def batch_at(self, streams: np.ndarray, slots: np.ndarray) -> Batch:
         """The transitions at (stream, slot) pairs, ``streams`` sorted ascending, as one batch."""
         present = np.unique(streams)

@@ -1,0 +1,180 @@
+"""Learners: who runs the DQN updates the training loop says are due (``learn(k, step)``, ``mean_loss()``).
+
+``EagerLearner`` is the plain way: one ``agent.learn`` per update on a batch ``memory.sample`` returns
+(prioritized replay included). ``DeviceLearner`` is the fast path's, for a replay memory whose frames
+live on the training device. It runs the same update as ``DQNAgent.learn`` (targets from the target network, Huber loss,
+gradient-norm clipping, Adam), but built for a GPU, where launching work and waiting for it cost more than
+the arithmetic:
+
+- the slots of all updates due in a vector step are drawn on the host at once, turned into frame indices
+  into the memory's bank, and copied to the device in one transfer (pinned buffer, no wait);
+- each update gathers its frames from the bank on the device (one gather per batch), so no frame crosses;
+- on CUDA the whole update (gather, targets, loss, backward, clipping, Adam with ``capturable=True``) is
+  captured once as a CUDA graph and replayed: one launch per update instead of dozens;
+- losses are summed on the device and read only when a log row asks (``mean_loss``): no host sync per update.
+
+On the CPU the same function runs eagerly, so what the graph replays is what the CPU tests check.
+"""
+from __future__ import annotations
+
+import copy
+from collections import deque
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from dqn_course.agent import DQNAgent
+from dqn_course.replay import MultiStreamMemory
+
+
+class EagerLearner:
+    """``agent.learn`` on ``memory.sample(batch_size)``, once per update; with prioritized replay (``beta`` given:
+    a function of the step) the batch carries importance weights and the new |TD errors| go back as priorities."""
+
+    def __init__(self, agent: DQNAgent, memory, batch_size: int, beta=None):
+        self.agent, self.memory, self.batch_size, self.beta = agent, memory, batch_size, beta
+        self.losses: deque[float] = deque(maxlen=100)
+
+    def learn(self, k: int, step: int) -> None:
+        for _ in range(k):
+            if self.beta is None:
+                self.losses.append(self.agent.learn(self.memory.sample(self.batch_size)))
+            else:
+                batch = self.memory.sample(self.batch_size, beta=self.beta(step))
+                self.losses.append(self.agent.learn(batch))
+                self.memory.update_priorities(batch.indices, self.agent.last_td_errors)
+
+    def mean_loss(self) -> float | None:
+        """Mean loss of the last 100 updates, or None before the first."""
+        return float(np.mean(self.losses)) if self.losses else None
+
+
+class DeviceLearner:
+    """Updates for ``agent`` from ``memory`` (a ``MultiStreamMemory`` with one frame bank on ``agent.device``).
+
+    ``learn(k)`` runs k updates of ``batch_size`` transitions, each drawn uniformly as ``memory.sample``
+    draws them. Raises ``ValueError`` for a memory whose frames are not one bank on the agent's device or
+    that pads stacks with zeros (the graph gathers by index only).
+    """
+
+    def __init__(self, agent: DQNAgent, memory: MultiStreamMemory, batch_size: int, graph: bool | None = None):
+        if getattr(memory, "bank", None) is None or memory.device != agent.device:
+            raise ValueError(f"DeviceLearner needs a MultiStreamMemory whose frames are one bank on {agent.device} "
+                             f"(storage='ram', device={agent.device}); got frames on {memory.device or 'the host'}")
+        if memory.streams[0].padding != "repeat":
+            raise ValueError("DeviceLearner gathers stacks by index: use padding='repeat'")
+        self.agent, self.memory, self.batch_size = agent, memory, batch_size
+        self.device = agent.device
+        self.frames = memory.bank.tensor  # (streams * C, H, W) uint8 on the device
+        self.graph_enabled = self.device.type == "cuda" if graph is None else graph
+        B, window = batch_size, memory.stack + 1
+        self.index = torch.zeros((B, window), dtype=torch.int64, device=self.device)  # static inputs of one update
+        self.actions = torch.zeros(B, dtype=torch.int64, device=self.device)
+        self.rewards = torch.zeros(B, dtype=torch.float32, device=self.device)
+        self.dones = torch.zeros(B, dtype=torch.float32, device=self.device)
+        self.loss_sum = torch.zeros((), dtype=torch.float32, device=self.device)
+        self.loss_count = 0
+        self._last_mean: float | None = None
+        self._staged = None  # pinned host buffers of the planned updates (CUDA)
+        self._copied = None  # CUDA event: the last plan has left the pinned buffers
+        self._graph = None
+        if self.graph_enabled:
+            for group in agent.optimizer.param_groups:  # Adam's step count stays on the device: graph-safe
+                group["capturable"] = True
+            for state in agent.optimizer.state.values():
+                if "step" in state:
+                    state["step"] = state["step"].to(self.device, torch.float32)
+
+    # -- one update, as a function of the static inputs -------------------------------------------------------
+    def _update(self) -> None:
+        agent = self.agent
+        frames = self.frames[self.index]  # (B, S+1, H, W): s = [:, :-1], s' = [:, 1:]
+        with torch.no_grad():
+            next_q = agent.target(frames[:, 1:])
+            if agent.double:
+                next_v = next_q.gather(1, agent.q(frames[:, 1:]).argmax(1, keepdim=True)).squeeze(1)
+            else:
+                next_v = next_q.max(1).values
+            target = self.rewards + agent.gamma * (1.0 - self.dones) * next_v
+        q = agent.q(frames[:, :-1]).gather(1, self.actions.unsqueeze(1)).squeeze(1)
+        loss = F.smooth_l1_loss(q, target)
+        loss.backward()
+        if agent.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(agent.q.parameters(), agent.max_grad_norm)
+        agent.optimizer.step()
+        self.loss_sum.add_(loss.detach())
+
+    def _capture(self) -> None:
+        """Capture ``_update`` as a CUDA graph. The warm-up runs it for real, so the weights and Adam's state
+        are put back afterwards: the first replayed update is the first update."""
+        agent = self.agent
+        weights = copy.deepcopy(agent.q.state_dict())
+        optimizer = copy.deepcopy(agent.optimizer.state_dict())
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                agent.optimizer.zero_grad(set_to_none=True)
+                self._update()
+        torch.cuda.current_stream().wait_stream(side)
+        agent.q.load_state_dict(weights)  # in place: the graph reads these very tensors
+        agent.optimizer.load_state_dict(optimizer)
+        agent.optimizer.zero_grad(set_to_none=True)  # backward inside the graph writes (not adds) the grads
+        self._graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self._graph):
+            self._update()
+        self.loss_sum.zero_()
+
+    # -- planning: the slots of k updates, drawn on the host, one copy to the device ---------------------------
+    def plan(self, k: int) -> list[tuple[torch.Tensor, ...]]:
+        """Draw k batches; returns per update (index, actions, rewards, dones) tensors on the device."""
+        memory, B = self.memory, self.batch_size
+        index = np.empty((k, B, memory.stack + 1), np.int64)
+        scalars = np.empty((k, 3, B), np.float64)  # actions, rewards, dones: exact in float64
+        for u in range(k):
+            streams, slots = memory.draw(B)
+            index[u], actions, rewards, dones = memory.window_at(streams, slots)
+            scalars[u] = actions, rewards, dones
+        if self.device.type != "cuda":
+            idx, sc = torch.from_numpy(index), torch.from_numpy(scalars)
+        else:
+            if self._staged is None or self._staged[0].shape[0] < k:
+                self._staged = (torch.empty(index.shape, dtype=torch.int64).pin_memory(),
+                                torch.empty(scalars.shape, dtype=torch.float64).pin_memory())
+            if self._copied is not None:
+                self._copied.synchronize()  # the previous plan has left the pinned buffers
+            self._staged[0][:k].numpy()[...] = index
+            self._staged[1][:k].numpy()[...] = scalars
+            idx = self._staged[0][:k].to(self.device, non_blocking=True)
+            sc = self._staged[1][:k].to(self.device, non_blocking=True)
+            self._copied = torch.cuda.Event()
+            self._copied.record()
+        return [(idx[u], sc[u, 0].long(), sc[u, 1].float(), sc[u, 2].float()) for u in range(k)]
+
+    def learn(self, k: int, step: int | None = None) -> None:
+        """Run k updates (the losses are added to ``loss_sum``; nothing is read back). ``step`` is not used."""
+        if k <= 0:
+            return
+        self.memory.bank.flush()  # every frame written so far is on the device before any gather
+        for index, actions, rewards, dones in self.plan(k):
+            self.index.copy_(index)
+            self.actions.copy_(actions)
+            self.rewards.copy_(rewards)
+            self.dones.copy_(dones)
+            if self.graph_enabled:
+                if self._graph is None:
+                    self._capture()
+                self._graph.replay()
+            else:
+                self.agent.optimizer.zero_grad(set_to_none=True)
+                self._update()
+            self.loss_count += 1
+
+    def mean_loss(self) -> float | None:
+        """Mean loss of the updates since the last call that saw any (one device read), or None before the first."""
+        if self.loss_count:
+            self._last_mean = float(self.loss_sum) / self.loss_count
+            self.loss_sum.zero_()
+            self.loss_count = 0
+        return self._last_mean

@@ -1,0 +1,83 @@
+"""Learners: the fast path's DeviceLearner does exactly what ``agent.learn`` does on the same batches."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from dqn_course.agent import DQNAgent
+from dqn_course.learner import DeviceLearner, EagerLearner
+from dqn_course.replay import MultiStreamMemory
+
+OBS = (4, 84, 84)
+
+
+def filled(device, seed=3, padding="repeat", streams=2, steps=120):
+    """A memory of ``streams`` envs' random-frame episodes (rewards and dones varied)."""
+    memory = MultiStreamMemory(streams * 100, streams, OBS, seed=seed, padding=padding, device=device)
+    rng = np.random.default_rng(0)
+    states = rng.integers(0, 256, (streams, *OBS), dtype=np.uint8)
+    for t in range(steps):
+        new = rng.integers(0, 256, (streams, 1, *OBS[1:]), dtype=np.uint8)
+        next_states = np.concatenate([states[:, 1:], new], axis=1)
+        ends = np.full(streams, t % 37 == 36)
+        memory.add_batch(states, rng.integers(0, 4, streams), rng.choice([-1.0, 0.0, 1.0], streams), next_states,
+                         dones=ends | (rng.random(streams) < 0.05), episode_ends=ends)
+        states = rng.integers(0, 256, (streams, *OBS), dtype=np.uint8) if ends[0] else next_states
+    return memory
+
+
+@pytest.mark.parametrize("double", [False, True])
+def test_device_learner_matches_agent_learn_on_the_same_batches(double):
+    plain, fast = DQNAgent(4, seed=1, double=double), DQNAgent(4, seed=1, double=double)
+    host, device = filled(None), filled("cpu")
+    eager, learner = EagerLearner(plain, host, 32), DeviceLearner(fast, device, 32)
+    assert not learner.graph_enabled  # on the CPU the update runs eagerly: the function a graph would capture
+    for k in (1, 2, 3):
+        eager.learn(k, step=0)
+        learner.learn(k)
+    assert learner.loss_count == 6
+    assert learner.mean_loss() == pytest.approx(float(np.mean(eager.losses)), rel=1e-5)
+    assert learner.loss_count == 0 and learner.mean_loss() == pytest.approx(float(np.mean(eager.losses)), rel=1e-5)
+    for (name, a), b in zip(plain.q.state_dict().items(), fast.q.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+    # both drew the same slots: the memories' generators moved alike
+    assert host.rng.bit_generator.state == device.rng.bit_generator.state
+
+
+def test_device_learner_refuses_memories_it_cannot_gather_from():
+    agent = DQNAgent(4, seed=0)
+    with pytest.raises(ValueError, match="one bank on cpu"):
+        DeviceLearner(agent, filled(None), 32)
+    with pytest.raises(ValueError, match="padding='repeat'"):
+        DeviceLearner(agent, filled("cpu", padding="zero"), 32)
+
+
+def test_window_at_names_the_frames_batch_at_returns():
+    memory = filled("cpu")
+    streams, slots = memory.draw(16)
+    index, actions, rewards, dones = memory.window_at(streams, slots)
+    batch = memory.batch_at(streams, slots)
+    frames = memory.bank.tensor[torch.from_numpy(index)]
+    assert torch.equal(frames[:, :-1], batch.states) and torch.equal(frames[:, 1:], batch.next_states)
+    np.testing.assert_array_equal(actions, batch.actions)
+    np.testing.assert_array_equal(rewards, batch.rewards)
+    np.testing.assert_array_equal(dones, batch.dones)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("double", [False, True])
+def test_cuda_graph_update_equals_the_eager_update(double):
+    eager_agent, graph_agent = DQNAgent(4, "cuda", seed=2, double=double), DQNAgent(4, "cuda", seed=2, double=double)
+    eager = DeviceLearner(eager_agent, filled("cuda"), 32, graph=False)
+    graphed = DeviceLearner(graph_agent, filled("cuda"), 32, graph=True)
+    for k in (1, 2, 5):
+        eager.learn(k)
+        graphed.learn(k)
+    eager_agent.sync_target()
+    graph_agent.sync_target()
+    eager.learn(3)
+    graphed.learn(3)
+    assert graphed.mean_loss() == pytest.approx(eager.mean_loss(), rel=1e-4)
+    for (name, a), b in zip(eager_agent.q.state_dict().items(), graph_agent.q.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
