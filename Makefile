@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: setup lab test lint unit notebooks train train-quick train-cpu figures readme bench clean
+.PHONY: setup lab test lint unit notebooks train train-quick train-cpu figures readme bench bench-gpu clean
 
 setup: $(VENV)/.installed
 
@@ -58,6 +58,12 @@ readme:
 bench: setup
 	$(PY) benchmarks/memory_ladder.py
 	$(PY) benchmarks/sampling.py
+
+# On a GPU machine: the CUDA-only tests (graph == eager), then plain vs fast at 8/16/32 envs, saved, and a profile.
+bench-gpu: setup
+	$(PY) -m pytest tests/test_learner.py -k cuda
+	$(PY) benchmarks/throughput.py --device cuda --num-envs 8,16,32 --save data/bench/throughput-gpu.json
+	$(PY) benchmarks/throughput.py --device cuda --num-envs 16 --window 20000 --profile data/bench/throughput-gpu-profile.txt
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis

@@ -445,8 +445,10 @@ def train(cfg: Config) -> dict:
             # -- act in every env; learn while they step -------------------------------------------------
             before, step = step, step + n
             eps = epsilon_at(step, cfg)
+            timer.lap("other")
             actions = agent.act(obs, eps)
             envs.send(actions)  # ale-py's C++ threads step the envs during the updates below
+            timer.lap("act")
             # The updates due by this step, from what is stored so far. The step after a finished game stores
             # nothing, so the memory can hold a little less than learning_starts: wait for a batch.
             if step >= cfg.learning_starts and len(memory) >= cfg.batch_size:
@@ -454,9 +456,11 @@ def train(cfg: Config) -> dict:
                 due = updates_due(cfg, step)
                 learner.learn(due - counters["updates"], step)
                 counters["updates"] = max(counters["updates"], due)
+            timer.lap("learn")
 
             # -- store what happened ------------------------------------------------------------------------
             next_obs, rewards, terminated, truncated, info = envs.recv()
+            timer.lap("envs")  # what the envs took beyond the acting and learning they overlapped
             life_lost, real = info["lives"] < lives, ~resetting
             # Learn from clipped rewards; a lost life is terminal for the target but not for the game.
             memory.add_batch(obs, actions, np.sign(rewards), next_obs, dones=terminated | life_lost,
@@ -464,6 +468,7 @@ def train(cfg: Config) -> dict:
             games.record(rewards, real, terminated | truncated, step, eps, learner.mean_loss)
             resetting = terminated | truncated
             obs, lives = next_obs, info["lives"].copy()
+            timer.lap("store")
 
             # -- the target network, evaluations --------------------------------------------------------------
             if crossed(before, step, cfg.target_sync_every):
@@ -497,16 +502,25 @@ class RunTimer:
     """Wall time of a run, split so benchmarks can compare agent steps/s of acting *and learning*.
 
     ``learning_steps_per_s`` counts from the first update on and leaves out checkpoint writes.
+    ``lap(phase)`` adds the time since the previous lap to ``phase``; from the first update on, the
+    phases say where the loop's wall time went (host time: GPU work shows where the host waits for it).
     """
 
     def __init__(self, step: int):
-        self.t0 = time.perf_counter()
+        self.t0 = self.last_lap = time.perf_counter()
         self.saved_seconds = 0.0
         self.learn_start: tuple[int, float, float] | None = None  # (step, time, seconds saving by then)
+        self.phases: dict[str, float] = {}
 
     def learning_from(self, step: int) -> None:
         if self.learn_start is None:
             self.learn_start = (step, time.perf_counter(), self.saved_seconds)
+            self.phases.clear()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.phases[phase] = self.phases.get(phase, 0.0) + now - self.last_lap
+        self.last_lap = now
 
     @contextlib.contextmanager
     def saving(self):
@@ -523,7 +537,8 @@ class RunTimer:
             seconds = end - self.learn_start[1] - (self.saved_seconds - self.learn_start[2])
             learning = (step - self.learn_start[0]) / seconds if seconds > 0 else None
         return {"steps": step, "seconds": end - self.t0, "steps_per_s": (step - first_step) / (end - self.t0),
-                "learning_steps_per_s": learning, "checkpoint_seconds": self.saved_seconds}
+                "learning_steps_per_s": learning, "checkpoint_seconds": self.saved_seconds,
+                "phase_seconds": {k: round(v, 3) for k, v in self.phases.items()}}
 
 
 def parse_args(argv: list[str] | None = None) -> Config:

@@ -127,6 +127,10 @@ def test_throughput_benchmark_prints_both_paths_and_ratio():
     paths = [r for r in rows if "path" in r]
     assert [r["path"] for r in paths] == ["plain", "fast"]
     assert all(r["steps_per_s"] > 0 for r in paths)
+    for r in paths:  # where the time went: the phases split the timed window
+        assert set(r["phase_share"]) == {"act", "learn", "envs", "store", "other"}
+        assert sum(r["phase_share"].values()) == pytest.approx(1.0)
+        assert r["phase_share"]["learn"] > 0
     ratio = [r for r in rows if "ratio_fast_over_plain" in r][0]["ratio_fast_over_plain"]
     assert ratio == pytest.approx(paths[1]["steps_per_s"] / paths[0]["steps_per_s"])
 
