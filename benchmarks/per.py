@@ -29,7 +29,7 @@ from dqn_course import quick_mode
 from dqn_course.agent import DQNAgent
 from dqn_course.cleanup import exit_on_signals
 from dqn_course.envs import random_frames
-from dqn_course.lab.bench import calls_per_second, environment_info, save_results
+from dqn_course.lab.bench import environment_info, save_results, timeit
 from dqn_course.lab.per_demo import filled_trees, interleaved_ms
 from dqn_course.per import PrioritizedMemory
 from dqn_course.replay import FrameSharingMemory
@@ -40,12 +40,12 @@ TREES = ("per_item", "numpy", "compiled")
 
 
 def best_of_alternating(fns: dict, seconds: float, rounds: int = 5) -> dict[str, float]:
-    """Calls per second of each function, best of ``rounds`` rounds taken in turn (same load for all)."""
-    best = dict.fromkeys(fns, 0.0)
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            best[name] = max(best[name], calls_per_second(fn, seconds / rounds, rounds=1))
-    return best
+    """Calls per second of each function, best of ``rounds`` rounds taken in turn (same load for all).
+
+    Each function's turn in a round lasts ``seconds / rounds`` (``timeit``, after one warm-up call each).
+    """
+    stats = timeit(fns, min_seconds=0.0, rounds=rounds, turn_seconds=seconds / rounds)
+    return {name: 1e3 / s["best_ms"] for name, s in stats.items()}
 
 
 def tree_rates(capacity: int, seconds: float) -> dict[str, float]:
@@ -60,7 +60,7 @@ def tree_rates(capacity: int, seconds: float) -> dict[str, float]:
         return step
 
     fns = {"uniform": lambda: rng.integers(0, capacity, BATCH), **{k: cycle(trees[k]) for k in TREES}}
-    return best_of_alternating(fns, seconds)  # calls_per_second's warm-up call keeps any first-call cost out
+    return best_of_alternating(fns, seconds)  # timeit's warm-up call keeps any first-call cost out
 
 
 def learner_step_ms(transitions: int, seconds: float) -> dict[str, float]:

@@ -1,13 +1,15 @@
 """Acting and learning for DQN: ε-greedy over a batch of states, TD targets in one forward pass.
 
-The blog-post agent calls ``target_model.predict`` once per sampled transition (twice when it needs
-Q(s) too): 32+ tiny forward passes per learning step, each paying the framework's fixed overhead.
-``batched_targets`` does the same arithmetic in one call; ``per_sample_targets`` keeps the slow way
-so notebook 06 can time both and a test can check they agree.
+``DQNAgent.batched_targets`` computes the targets of a whole sampled batch with one forward pass of
+the target network (two networks for Double DQN), so a learning step pays the framework's fixed
+per-call overhead once, not once per transition. ``DQNAgent.learn`` can take another target function
+(its ``targets`` argument). The blog's per-transition loop, which notebook 06 times against the
+batched pass, is kept in the lab: ``dqn_course.lab.targets.per_sample_targets``.
 """
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -84,26 +86,18 @@ class DQNAgent:
             next_v = next_q.max(1).values
         return t["rewards"] + self.gamma * (1.0 - t["dones"]) * next_v
 
-    @torch.no_grad()
-    def per_sample_targets(self, t: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The same targets, one forward pass per transition, as the blog-post agent's ``replay()`` does."""
-        out = torch.empty_like(t["rewards"])
-        for i in range(t["rewards"].shape[0]):
-            s2 = t["next_states"][i:i + 1]
-            next_q = self.target(s2)[0]
-            next_v = next_q[self.q(s2)[0].argmax()] if self.double else next_q.max()
-            out[i] = t["rewards"][i] + (0.0 if t["dones"][i] else self.gamma * next_v)
-        return out
-
     # -- learning ---------------------------------------------------------------------------------
-    def learn(self, batch: Batch, per_sample_targets: bool = False) -> float:
+    def learn(self, batch: Batch, targets: Callable[..., torch.Tensor] | None = None) -> float:
         """One gradient step on the Huber TD error; returns the loss.
 
+        ``targets(agent, tensors)`` computes the TD targets instead of ``batched_targets``: it gets this
+        agent and the batch as ``batch_to_tensors`` gives it (on the agent's device) and returns a float
+        tensor of shape (B,) on that device, treated as a constant (no gradient flows into it).
         With prioritized replay the batch carries importance-sampling ``weights`` that scale each
         transition's loss; ``last_td_errors`` keeps |target - Q| for the new priorities.
         """
         t = batch_to_tensors(batch, self.device)
-        target = self.per_sample_targets(t) if per_sample_targets else self.batched_targets(t)
+        target = self.batched_targets(t) if targets is None else targets(self, t).detach()
         q = self.q(t["states"]).gather(1, t["actions"].long().unsqueeze(1)).squeeze(1)
         if batch.weights is None:
             loss = F.smooth_l1_loss(q, target)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from dqn_course.agent import DQNAgent, batch_to_tensors
+from dqn_course.lab.targets import per_sample_targets
 from dqn_course.networks import NatureCNN
 from dqn_course.replay import Batch
 
@@ -47,7 +48,7 @@ def make_agent(double: bool, seed: int = 0, **kw) -> DQNAgent:
 def test_batched_targets_equal_per_sample_targets(double):
     agent = make_agent(double)
     t = batch_to_tensors(random_batch(16), agent.device)
-    batched, looped = agent.batched_targets(t), agent.per_sample_targets(t)
+    batched, looped = agent.batched_targets(t), per_sample_targets(agent, t)
     assert batched.shape == looped.shape == (16,)
     assert torch.allclose(batched, looped, atol=1e-5), (batched - looped).abs().max()
     # Terminal transitions get exactly their reward; the others bootstrap (differ from it).
@@ -78,9 +79,25 @@ def test_learn_gives_the_same_loss_with_either_target_computation(double):
     losses = []
     for per_sample in (False, True):
         agent = make_agent(double, seed=7)
-        losses.append(agent.learn(batch, per_sample_targets=per_sample))
+        losses.append(agent.learn(batch, targets=per_sample_targets if per_sample else None))
     assert losses[0] == pytest.approx(losses[1], rel=1e-5, abs=1e-7)
 
+
+
+def test_learn_uses_the_targets_it_is_given():
+    batch = random_batch(8, seed=3)
+    seen = []
+
+    def zero_targets(agent, t):
+        seen.append((agent, sorted(t)))
+        return torch.zeros_like(t["rewards"])
+
+    agent = make_agent(False, seed=7)
+    with torch.no_grad():
+        q = agent.q(torch.as_tensor(batch.states)).gather(1, torch.as_tensor(batch.actions).unsqueeze(1)).squeeze(1)
+    loss = agent.learn(batch, targets=zero_targets)
+    assert seen == [(agent, ["actions", "dones", "next_states", "rewards", "states"])]
+    assert loss == pytest.approx(float(torch.nn.functional.smooth_l1_loss(q, torch.zeros(8))), rel=1e-5)
 
 def test_act_returns_valid_actions_for_batches_and_single_states():
     agent = make_agent(False)

@@ -1,4 +1,4 @@
-"""Benchmark helpers shared by ``benchmarks/`` and notebooks 05-06: real-frame streams and timing.
+"""Benchmark helpers shared by ``benchmarks/`` and the notebooks: real-frame streams, and ``timeit`` for timing.
 
 Playing Breakout costs ~0.4 ms a step, so measuring a 100k-transition memory by playing 100k steps
 would mostly measure the emulator. Instead a ``FramePool`` plays the game once for a few thousand
@@ -6,6 +6,10 @@ real frames, and ``transitions`` replays them cyclically as an endless stream of
 state is a *new* stack array, built the way ``FrameStackObservation`` builds one, and is passed on
 by reference as the next step's state (``state = next_state``), so a memory that keeps references
 keeps one distinct array per step, exactly as it would in a training loop.
+
+Every timing in the lab, the notebooks and ``benchmarks/`` goes through ``timeit``: the functions
+compared take turns, round after round, and each reports its best and median time per call.
+``calls_per_second`` and ``sampling_rates`` are views of it.
 """
 from __future__ import annotations
 
@@ -16,9 +20,9 @@ import platform
 import sys
 import time
 from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterator
 from itertools import count, islice
 from pathlib import Path
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -144,38 +148,76 @@ def fill(memory, pool: FramePool, n: int) -> None:
         memory.add(state, action, reward, next_state, done, episode_end)
 
 
+def timeit(fns: dict[Hashable, Callable[[], object]], min_seconds: float = 1.0, rounds: int = 3, *,
+           turn_seconds: float = 0.0, warmup: bool = True, sync: Callable[[], object] | None = None) -> dict:
+    """Time functions side by side: per function, milliseconds per call, best and median over its turns.
+
+    Each round gives every function one turn, in the order of ``fns``: one call, or with ``turn_seconds``
+    as many calls as fit in that time (at least one; for calls too short to time one by one), and the
+    turn's time per call is its elapsed time over its calls. Rounds go on until at least ``rounds`` were
+    run and ``min_seconds`` have passed since the first. Taking turns makes a burst of other work on a
+    shared machine land on every function alike; the best turn is the least disturbed one (other work
+    only ever slows a call down) and the median ignores the turns a burst stretched.
+
+    ``warmup`` calls each function once first, untimed (a first call allocates, compiles, picks kernels).
+    ``sync`` runs before each reading of the clock, e.g. ``torch.cuda.synchronize``, so the GPU work a
+    turn queues is finished, and counted, within that turn.
+
+    Returns ``{name: {"best_ms", "median_ms", "cpu_best_ms", "calls", "turns"}}`` in the order of ``fns``.
+    ``cpu_best_ms`` is this process's CPU time per call in its least costly turn: all threads count, so
+    it exceeds the wall time when several threads work, and falls short of it when the process waited.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    if warmup:
+        for fn in fns.values():
+            fn()
+    wall: dict = {name: [] for name in fns}
+    cpu: dict = {name: [] for name in fns}
+    calls = dict.fromkeys(fns, 0)
+    done, start = 0, time.perf_counter()
+    while fns and (done < rounds or time.perf_counter() - start < min_seconds):
+        for name, fn in fns.items():
+            if sync is not None:
+                sync()
+            c0, t0, n = time.process_time(), time.perf_counter(), 0
+            while True:
+                fn()
+                n += 1
+                if turn_seconds <= 0 or time.perf_counter() - t0 >= turn_seconds:
+                    break
+            if sync is not None:
+                sync()
+            t1, c1 = time.perf_counter(), time.process_time()
+            wall[name].append((t1 - t0) / n)
+            cpu[name].append((c1 - c0) / n)
+            calls[name] += n
+        done += 1
+    return {name: {"best_ms": 1e3 * min(wall[name]), "median_ms": 1e3 * float(np.median(wall[name])),
+                   "cpu_best_ms": 1e3 * min(cpu[name]), "calls": calls[name], "turns": len(wall[name])}
+            for name in fns}
+
+
 def sampling_rates(memory, batch_size: int = 32, min_seconds: float = 1.0, rounds: int = 3) -> dict:
     """Batches per wall-clock second and per CPU second, best of ``rounds`` rounds, and page faults per batch.
 
-    The best round, not the mean: on a shared machine other work only ever slows a round down.
-    CPU seconds (this process only) hide time spent waiting for a core; page faults per batch
-    show when fresh output arrays cost more than the copy itself.
+    ``timeit`` with one turn of ``min_seconds / rounds`` per round. The best round, not the mean: on a
+    shared machine other work only ever slows a round down. CPU seconds (this process only) hide time
+    spent waiting for a core; page faults per batch show when fresh output arrays cost more than the copy itself.
     """
-    memory.sample(batch_size)  # warm up caches and lazy imports outside the timing
-    wall = cpu = 0.0
-    batches = faults = 0
-    for _ in range(rounds):
-        n, t0, c0, f0 = 0, time.perf_counter(), time.process_time(), _minor_faults()
-        while time.perf_counter() - t0 < min_seconds / rounds:
-            memory.sample(batch_size)
-            n += 1
-        wall = max(wall, n / (time.perf_counter() - t0))
-        cpu = max(cpu, n / max(time.process_time() - c0, 1e-9))
-        batches, faults = batches + n, faults + _minor_faults() - f0
-    return {"batches_per_s": wall, "batches_per_cpu_s": cpu, "minor_faults_per_batch": faults / batches}
+    memory.sample(batch_size)  # warm up caches and lazy imports outside the timing (and the fault count)
+    f0 = _minor_faults()
+    stats = timeit({"sample": lambda: memory.sample(batch_size)}, min_seconds=0.0, rounds=rounds,
+                   turn_seconds=min_seconds / rounds, warmup=False)["sample"]
+    faults = _minor_faults() - f0
+    return {"batches_per_s": 1e3 / stats["best_ms"], "batches_per_cpu_s": 1e3 / max(stats["cpu_best_ms"], 1e-9),
+            "minor_faults_per_batch": faults / stats["calls"]}
 
 
 def calls_per_second(fn, seconds: float, rounds: int = 3) -> float:
-    """Best of ``rounds`` rounds of calling ``fn`` for ``seconds / rounds`` each (after one warm-up call)."""
-    fn()
-    best = 0.0
-    for _ in range(rounds):
-        n, t0 = 0, time.perf_counter()
-        while (elapsed := time.perf_counter() - t0) < seconds / rounds:
-            fn()
-            n += 1
-        best = max(best, n / elapsed)
-    return best
+    """Calls per second: ``timeit``'s best of ``rounds`` turns of ``seconds / rounds`` each, after one warm-up call."""
+    stats = timeit({"fn": fn}, min_seconds=0.0, rounds=rounds, turn_seconds=seconds / rounds)["fn"]
+    return 1e3 / stats["best_ms"]
 
 
 def batches_per_second(memory, batch_size: int = 32, min_seconds: float = 1.0, rounds: int = 3) -> float:

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 
+from dqn_course.lab.bench import timeit
 from dqn_course.lab.per_trees import PerItemSumTree, SumTree
 from dqn_course.per import CompiledSumTree, beta_at, importance_weights
 
@@ -32,21 +33,12 @@ def filled_trees(capacity: int, seed: int = 0) -> tuple[np.ndarray, dict]:
 
 
 def interleaved_ms(fns: dict, seconds: float) -> dict[str, float]:
-    """Median milliseconds per call of each function, called in turn one call at a time (warm-up first).
+    """Median milliseconds per call of each function, called in turn one call at a time (warm-up first): ``timeit``.
 
     For calls of tens of milliseconds on a shared machine: a burst of other work lands on both
     functions alike, and the median ignores the calls it stretched.
     """
-    for fn in fns.values():
-        fn()
-    times = {name: [] for name in fns}
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return {name: 1000 * float(np.median(t)) for name, t in times.items()}
+    return {name: stats["median_ms"] for name, stats in timeit(fns, min_seconds=seconds, rounds=1).items()}
 
 
 class VectorReplay:

@@ -15,16 +15,15 @@ import time
 from pathlib import Path
 
 from dqn_course.checkpoint import checkpoint_step, list_checkpoints, read_checkpoint, write_checkpoint
-from dqn_course.lab.bench import FramePool, fill
+from dqn_course.lab.bench import FramePool, fill, timeit
 from dqn_course.replay import FrameSharingMemory, NaiveDequeMemory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+    """Seconds of one call, not warmed up: one save or one load is what a checkpoint costs."""
+    return timeit({"once": fn}, min_seconds=0.0, rounds=1, warmup=False)["once"]["best_ms"] / 1e3
 
 
 def pickle_vs_arrays(pool: FramePool, n: int, folder: str | os.PathLike) -> list[dict]:

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from dqn_course.lab.bench import fill, sampling_rates
+from dqn_course.lab.bench import fill, sampling_rates, timeit
 from dqn_course.replay import FrameSharingMemory
 from dqn_course.replay.stores import CODECS, codec_functions
 
@@ -19,20 +19,22 @@ def compare_codecs(frames: np.ndarray, codecs=CODECS, rounds: int = 3) -> list[d
     for name in codecs:
         compress, decompress = codec_functions(name)
         payloads = [compress(f) for f in frames]
-        timings = []
-        for fn, items in ((compress, frames), (decompress, payloads)):
-            best = float("inf")
-            for _ in range(rounds):
-                t0 = time.perf_counter()
-                for item in items:
-                    fn(item)
-                best = min(best, time.perf_counter() - t0)
-            timings.append(best / len(frames) * 1e6)
+        passes = {"compress": _over(compress, frames), "decompress": _over(decompress, payloads)}
+        stats = timeit(passes, min_seconds=0.0, rounds=rounds, warmup=False)  # the two passes take turns
+        timings = [stats[way]["best_ms"] * 1e3 / len(frames) for way in passes]
         mean = float(np.mean([len(p) for p in payloads]))
         rows.append({"codec": name, "frames": len(frames), "mean_bytes": round(mean, 1),
                      "ratio": round(frame_bytes / mean, 2), "compress_us": round(timings[0], 2),
                      "decompress_us": round(timings[1], 2)})
     return rows
+
+
+def _over(fn, items):
+    """One pass of ``fn`` over ``items``, as a function of nothing (for ``timeit``)."""
+    def one_pass():
+        for item in items:
+            fn(item)
+    return one_pass
 
 
 def rss_split() -> tuple[int, int]:
@@ -45,7 +47,11 @@ def rss_split() -> tuple[int, int]:
 
 
 def cold_sampling_rate(memory, batch_size: int = 32, seconds: float = 1.0, min_batches: int = 20) -> dict:
-    """Batches/s of a disk-backed memory with the page cache dropped before every batch (only ``sample`` timed)."""
+    """Batches/s of a disk-backed memory with the page cache dropped before every batch (only ``sample`` timed).
+
+    Not ``bench.timeit``: untimed work (dropping the cache) comes before every call, and the answer is
+    the total over all calls, each one cold, where ``timeit`` keeps the best turn.
+    """
     store = memory.frames
     elapsed, n, cached = 0.0, 0, []
     while elapsed < seconds or n < min_batches:
