@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from dqn_course.agent import DQNAgent
+from dqn_course.device import Uploader
 from dqn_course.replay import MultiStreamMemory
 
 
@@ -76,8 +77,7 @@ class DeviceLearner:
         self.loss_sum = torch.zeros((), dtype=torch.float32, device=self.device)
         self.loss_count = 0
         self._last_mean: float | None = None
-        self._staged = None  # pinned host buffers of the planned updates (CUDA)
-        self._copied = None  # CUDA event: the last plan has left the pinned buffers
+        self._upload = Uploader(self.device)
         self._graph = None
         if self.graph_enabled:
             for group in agent.optimizer.param_groups:  # Adam's step count stays on the device: graph-safe
@@ -136,20 +136,7 @@ class DeviceLearner:
             streams, slots = memory.draw(B)
             index[u], actions, rewards, dones = memory.window_at(streams, slots)
             scalars[u] = actions, rewards, dones
-        if self.device.type != "cuda":
-            idx, sc = torch.from_numpy(index), torch.from_numpy(scalars)
-        else:
-            if self._staged is None or self._staged[0].shape[0] < k:
-                self._staged = (torch.empty(index.shape, dtype=torch.int64).pin_memory(),
-                                torch.empty(scalars.shape, dtype=torch.float64).pin_memory())
-            if self._copied is not None:
-                self._copied.synchronize()  # the previous plan has left the pinned buffers
-            self._staged[0][:k].numpy()[...] = index
-            self._staged[1][:k].numpy()[...] = scalars
-            idx = self._staged[0][:k].to(self.device, non_blocking=True)
-            sc = self._staged[1][:k].to(self.device, non_blocking=True)
-            self._copied = torch.cuda.Event()
-            self._copied.record()
+        idx, sc = self._upload(index, scalars)  # one copy of the plan, no wait
         return [(idx[u], sc[u, 0].long(), sc[u, 1].float(), sc[u, 2].float()) for u in range(k)]
 
     def learn(self, k: int, step: int | None = None) -> None:

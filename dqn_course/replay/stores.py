@@ -115,11 +115,10 @@ def codec_functions(name: str):
     return compress_exact, module.ZstdDecompressor().decompress
 
 
-class RamFrames:
-    """Frames in a numpy array: the default store. ``region`` shares one array between several memories."""
+class HostStore:
+    """What the host stores share: writes land at once, ``gather`` returns numpy arrays."""
 
-    device = None  # a host store: ``gather`` returns numpy arrays
-    STATE_KEYS = ("frames",)
+    device = None
 
     def gather(self, index: np.ndarray, zero: np.ndarray | None = None) -> np.ndarray:
         """Frames at ``index`` as a new array; positions where ``zero`` is True read as zeros."""
@@ -134,6 +133,40 @@ class RamFrames:
     def deferred(self):
         """Writes are never batched here: a context that does nothing."""
         return contextlib.nullcontext()
+
+
+class ArrayStore(HostStore):
+    """A host store whose frames are one numpy-indexable ``array`` (in RAM, or a view of a mapped file)."""
+
+    STATE_KEYS = ("frames",)
+
+    def __setitem__(self, k, frame) -> None:
+        self.array[k] = frame
+
+    def __getitem__(self, index) -> np.ndarray:
+        return self.array[index]
+
+    def __len__(self) -> int:
+        return self.capacity
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.array.shape
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The frames themselves, no copy (a file's are read from the page cache): write them out before the
+        next write."""
+        return {"frames": self.array}
+
+    def check_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        check_array("frames", arrays["frames"], (self.capacity, *self.frame_shape), np.uint8)
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        self.array[...] = arrays["frames"]
+
+
+class RamFrames(ArrayStore):
+    """Frames in a numpy array: the default store. ``region`` shares one array between several memories."""
 
     def __init__(self, capacity: int, frame_shape: tuple[int, ...], prefault: bool = False,
                  array: np.ndarray | None = None):
@@ -151,40 +184,17 @@ class RamFrames:
         part.bank, part.offset = self, offset
         return part
 
-    def __setitem__(self, k, frame) -> None:
-        self.array[k] = frame
-
-    def __getitem__(self, index) -> np.ndarray:
-        return self.array[index]
-
-    def __len__(self) -> int:
-        return self.capacity
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.array.shape
-
     @property
     def nbytes(self) -> int:
         return int(self.array.nbytes)
-
-    def state_arrays(self) -> dict[str, np.ndarray]:
-        """The frames themselves (no copy: write them out before the next write)."""
-        return {"frames": self.array}
-
-    def check_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        check_array("frames", arrays["frames"], (self.capacity, *self.frame_shape), np.uint8)
-
-    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        self.array[...] = arrays["frames"]
 
 
 class TorchFrames:
     """Frames in a torch tensor on ``device`` (a GPU): batches are gathered there, no frame crosses back.
 
     Writes are staged in host memory and copied to the device together at ``flush`` (one transfer,
-    from a pinned buffer on CUDA, then one ``index_copy_``); ``gather`` flushes first, so it always
-    sees every write. The frames written must stay unchanged until the flush: the memories flush at
+    through a pinned buffer on CUDA: ``device.Uploader``, then one ``index_copy_``); ``gather`` flushes
+    first, so it always sees every write. The frames written must stay unchanged until the flush: the memories flush at
     the end of each ``add`` (``deferred()`` moves that to the end of a whole vector step). A CUDA
     store checks the GPU's free memory before allocating (``InsufficientMemoryError``).
     """
@@ -205,8 +215,9 @@ class TorchFrames:
         self.bank, self.offset = self, 0
         self._pending: dict[int, np.ndarray] = {}  # bank slot -> frame; a slot written twice keeps the last
         self._deferring = 0
-        self._staging = None  # pinned host buffers for the copy (CUDA), grown on demand
-        self._copied = None  # CUDA event: the last copy out of the staging buffers has finished
+        from dqn_course.device import Uploader  # torch: loaded only by memories that keep frames on a device
+
+        self._upload = Uploader(self.device)
 
     def region(self, offset: int, length: int) -> TorchFrames:
         """Slots [offset, offset+length) as a store of its own; its writes are flushed with the bank's."""
@@ -235,27 +246,10 @@ class TorchFrames:
             return bank.flush()
         if not self._pending or self._deferring:
             return
-        import torch
-
         slots = np.fromiter(self._pending, np.int64, len(self._pending))
         frames = np.stack(list(self._pending.values()))
         self._pending.clear()
-        if self.device.type == "cuda":
-            n = len(slots)
-            if self._staging is None or self._staging[0].shape[0] < n:
-                size = max(n, 2 * (0 if self._staging is None else self._staging[0].shape[0]), 64)
-                self._staging = (torch.empty((size, *self.frame_shape), dtype=torch.uint8).pin_memory(),
-                                 torch.empty(size, dtype=torch.int64).pin_memory())
-            if self._copied is not None:
-                self._copied.synchronize()  # the last copy has left the staging buffers: safe to overwrite
-            self._staging[0][:n].numpy()[...] = frames
-            self._staging[1][:n].numpy()[...] = slots
-            src = self._staging[0][:n].to(self.device, non_blocking=True)
-            index = self._staging[1][:n].to(self.device, non_blocking=True)
-            self._copied = torch.cuda.Event()
-            self._copied.record()
-        else:
-            src, index = torch.from_numpy(frames).to(self.device), torch.from_numpy(slots).to(self.device)
+        src, index = self._upload(frames, slots)
         self.tensor.index_copy_(0, index, src)
 
     def gather(self, index: np.ndarray, zero: np.ndarray | None = None):
@@ -294,28 +288,13 @@ class TorchFrames:
         self.tensor.copy_(torch.from_numpy(np.ascontiguousarray(arrays["frames"])))
 
 
-class CompressedFrames:
+class CompressedFrames(HostStore):
     """Frames compressed one by one on write, decompressed straight into the output on read.
 
     Unwritten slots share one compressed all-zero frame, so they read as zeros, as ``np.zeros`` does.
     """
 
-    device = None  # a host store: ``gather`` returns numpy arrays
     STATE_KEYS = ("frames_blob", "frames_offsets")
-
-    def gather(self, index: np.ndarray, zero: np.ndarray | None = None) -> np.ndarray:
-        """Frames at ``index`` as a new array; positions where ``zero`` is True read as zeros."""
-        frames = self[index]
-        if zero is not None:
-            frames[zero] = 0
-        return frames
-
-    def flush(self) -> None:
-        """Writes go straight to the store: nothing to do."""
-
-    def deferred(self):
-        """Writes are never batched here: a context that does nothing."""
-        return contextlib.nullcontext()
 
     def __init__(self, capacity: int, frame_shape: tuple[int, ...], codec: str = "lz4"):
         self.capacity, self.frame_shape, self.codec = int(capacity), tuple(frame_shape), codec
@@ -390,7 +369,7 @@ class CompressedFrames:
         self._held = sum(sys.getsizeof(p) for p in self._payloads if p is not self._empty)
 
 
-class DiskFrames:
+class DiskFrames(ArrayStore):
     """Frames in a memory-mapped file (``np.memmap``) in ``directory``: capacity beyond RAM.
 
     The file is reserved in full when the store is built (after a free-space check) and deleted
@@ -400,23 +379,6 @@ class DiskFrames:
     """
 
     nbytes = 0
-
-    device = None  # a host store: ``gather`` returns numpy arrays
-    STATE_KEYS = ("frames",)
-
-    def gather(self, index: np.ndarray, zero: np.ndarray | None = None) -> np.ndarray:
-        """Frames at ``index`` as a new array; positions where ``zero`` is True read as zeros."""
-        frames = self[index]
-        if zero is not None:
-            frames[zero] = 0
-        return frames
-
-    def flush(self) -> None:
-        """Writes go straight to the store: nothing to do."""
-
-    def deferred(self):
-        """Writes are never batched here: a context that does nothing."""
-        return contextlib.nullcontext()
 
     def __init__(self, capacity: int, frame_shape: tuple[int, ...], directory: str | Path, name: str = "frames",
                  what: str | None = None):
@@ -441,28 +403,6 @@ class DiskFrames:
             # far more around each one and made cold batches several times slower (measured).
             self.memmap.base.madvise(mmap.MADV_RANDOM)
 
-    def __setitem__(self, k, frame) -> None:
-        self.array[k] = frame
-
-    def __getitem__(self, index) -> np.ndarray:
-        return self.array[index]
-
-    def __len__(self) -> int:
-        return self.capacity
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.array.shape
-
-    def state_arrays(self) -> dict[str, np.ndarray]:
-        """The frames as a view of the file (no copy in RAM: a writer streams it from the page cache)."""
-        return {"frames": self.array}
-
-    def check_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        check_array("frames", arrays["frames"], (self.capacity, *self.frame_shape), np.uint8)
-
-    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        self.array[...] = arrays["frames"]
 
     def drop_page_cache(self) -> None:
         """Make the next reads come from the disk: flush dirty pages, unmap ours, evict the file's cache.
