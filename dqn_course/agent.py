@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from dqn_course.device import Uploader
 from dqn_course.networks import NatureCNN
 from dqn_course.replay import Batch
 
@@ -58,11 +59,17 @@ class DQNAgent:
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=lr)
         self.rng = np.random.default_rng(seed)
+        self._upload = Uploader(self.device)
 
     # -- acting ---------------------------------------------------------------------------------
     @torch.no_grad()
     def act(self, states: np.ndarray, epsilon: float) -> np.ndarray:
-        """ε-greedy actions for a batch of states (N, stack, 84, 84) uint8; one forward for all N."""
+        """ε-greedy actions for a batch of states (N, stack, 84, 84) uint8; one forward for all N.
+
+        The exploration draws come from the agent's own generator (checkpointed), before the forward, so a
+        fully random step costs no forward at all; on a GPU the states go up through a pinned buffer and
+        only the N greedy actions come back.
+        """
         states = np.asarray(states)
         if states.ndim == 3:
             states = states[None]
@@ -70,7 +77,7 @@ class DQNAgent:
         explore = self.rng.random(n) < epsilon
         actions = self.rng.integers(0, self.n_actions, size=n)
         if not explore.all():
-            q = self.q(torch.as_tensor(states, device=self.device))
+            q = self.q(self._upload(states)[0])
             actions = np.where(explore, actions, q.argmax(1).cpu().numpy())
         return actions
 
