@@ -17,7 +17,6 @@ On the CPU the same function runs eagerly, so what the graph replays is what the
 """
 from __future__ import annotations
 
-import copy
 from collections import deque
 
 import numpy as np
@@ -106,11 +105,11 @@ class DeviceLearner:
         self.loss_sum.add_(loss.detach())
 
     def _capture(self) -> None:
-        """Capture ``_update`` as a CUDA graph. The warm-up runs it for real, so the weights and Adam's state
-        are put back afterwards: the first replayed update is the first update."""
+        """Capture ``_update`` as a CUDA graph. The warm-up (on a side stream, as CUDA graphs need) runs it for
+        real, so the weights and Adam's state are put back afterwards, in place: the graph reads these very
+        tensors, and Adam's state exists before the capture. The first replayed update is the first update."""
         agent = self.agent
-        weights = copy.deepcopy(agent.q.state_dict())
-        optimizer = copy.deepcopy(agent.optimizer.state_dict())
+        saved = snapshot(agent)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -118,8 +117,7 @@ class DeviceLearner:
                 agent.optimizer.zero_grad(set_to_none=True)
                 self._update()
         torch.cuda.current_stream().wait_stream(side)
-        agent.q.load_state_dict(weights)  # in place: the graph reads these very tensors
-        agent.optimizer.load_state_dict(optimizer)
+        restore_in_place(agent, saved)
         agent.optimizer.zero_grad(set_to_none=True)  # backward inside the graph writes (not adds) the grads
         self._graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self._graph):
@@ -165,3 +163,28 @@ class DeviceLearner:
             self.loss_sum.zero_()
             self.loss_count = 0
         return self._last_mean
+
+
+def snapshot(agent: DQNAgent) -> tuple[dict, dict]:
+    """Copies of the online weights and of Adam's per-parameter state, for ``restore_in_place``."""
+    weights = {name: t.clone() for name, t in agent.q.state_dict().items()}
+    moments = {p: {k: v.clone() for k, v in st.items() if torch.is_tensor(v)}
+               for p, st in agent.optimizer.state.items()}
+    return weights, moments
+
+
+@torch.no_grad()
+def restore_in_place(agent: DQNAgent, saved: tuple[dict, dict]) -> None:
+    """Put back what ``snapshot`` copied, into the same tensors (a captured graph keeps reading them). Adam state
+    that did not exist at the snapshot is zeroed, which is what a fresh Adam starts from."""
+    weights, moments = saved
+    for name, t in agent.q.state_dict().items():
+        t.copy_(weights[name])
+    for p, st in agent.optimizer.state.items():
+        for k, v in st.items():
+            if not torch.is_tensor(v):
+                continue
+            if p in moments:
+                v.copy_(moments[p][k])
+            else:
+                v.zero_()

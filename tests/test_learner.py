@@ -81,3 +81,30 @@ def test_cuda_graph_update_equals_the_eager_update(double):
     assert graphed.mean_loss() == pytest.approx(eager.mean_loss(), rel=1e-4)
     for (name, a), b in zip(eager_agent.q.state_dict().items(), graph_agent.q.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_restore_in_place_undoes_warm_up_updates(warm):
+    """What the CUDA-graph capture relies on: after warm-up updates and ``restore_in_place``, the next update is
+    the one an agent that never warmed up makes (a fresh Adam, or one with state, as after a resume)."""
+    from dqn_course.learner import restore_in_place, snapshot
+
+    memory = filled("cpu")
+    ref_agent, agent = DQNAgent(4, seed=5), DQNAgent(4, seed=5)
+    ref, learner = DeviceLearner(ref_agent, filled("cpu"), 32), DeviceLearner(agent, memory, 32)
+    if warm:  # both have Adam state already
+        ref.learn(2)
+        learner.learn(2)
+    tensors = [t.data_ptr() for t in agent.q.state_dict().values()]
+    saved = snapshot(agent)
+    rng_state = memory.rng.bit_generator.state, [s.rng.bit_generator.state for s in memory.streams]
+    learner.learn(3)  # the "warm-up": real updates
+    restore_in_place(agent, saved)
+    memory.rng.bit_generator.state = rng_state[0]
+    for s, st in zip(memory.streams, rng_state[1]):
+        s.rng.bit_generator.state = st
+    assert [t.data_ptr() for t in agent.q.state_dict().values()] == tensors  # the same tensors, rewritten
+    ref.learn(1)
+    learner.learn(1)
+    for (name, a), b in zip(ref_agent.q.state_dict().items(), agent.q.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
