@@ -272,6 +272,73 @@ def check_replay_bytes(replay_bytes) -> bool | None:
                    f"{replay_bytes(1_000_000, np.float32) / 1e9:.1f} GB as float32).")
 
 
+# --- notebooks 03-06: predict, then measure; short questions --------------------------------------------------
+
+def check_prediction(prediction, measured, what: str, rel: float = 0.02) -> bool | None:
+    """Notebooks 03-06: the learner's ``prediction`` (a number written *before* the measurement) against the
+    ``measured`` value, within ``rel`` (2% by default)."""
+    if prediction is None:
+        return _not_answered_yet(f"write your prediction of {what} (a number) in the cell above")
+    import numbers
+
+    assert isinstance(prediction, numbers.Real) and not isinstance(prediction, bool), (
+        f"the prediction of {what} should be a number, got {type(prediction).__name__}: {prediction!r}")
+    off = abs(prediction - measured) / max(abs(measured), 1e-12)
+    assert off <= rel, (f"you predicted {prediction:,} for {what}; the measurement says {measured:,.0f} "
+                        f"({prediction / measured:.2f}x of it): redo the arithmetic from the cell's numbers")
+    return _passed(f"{what}: predicted {prediction:,}, measured {measured:,.0f}")
+
+
+# Each question: (right letter, why it is right, {wrong letter: hint}). Notebook, then a short name.
+QUESTIONS = {
+    "03.where_to_scale": ("b", "the memory keeps 1 byte per pixel and the network converts each batch itself",
+                          {"a": "float32 in the memory costs 4 bytes per pixel for a million transitions",
+                           "c": "float16 still costs 2 bytes per pixel and buys nothing: the network converts"}),
+    "03.mean_dtype": ("c", "np.mean (and /) on integers returns float64 unless you pass dtype=",
+                      {"a": "run np.mean(frame, axis=0).dtype: NumPy promotes",
+                       "b": "NumPy picks float64, not float32, when no dtype is given"}),
+    "03.uint8_assign": ("a", "a uint8 array truncates floats in [0, 1) to 0",
+                        {"b": "NumPy converts silently, it does not raise", "c": "uint8 cannot hold 0.5"}),
+    "04.frames_per_transition": ("c", "s and s' as 4-stacks hold 8 frames; the ring keeps each frame once",
+                                 {"a": "the folded state keeps 5 frames", "b": "next-state sharing keeps 4"}),
+    "04.episode_end": ("b", "padding restarts where the frame stream restarts: episode_end, not done",
+                       {"a": "after a lost life the frames go on: no padding",
+                        "c": "a truncated episode has done=False, yet the stream restarts"}),
+    "04.write_head": ("a", "the transitions whose state or next state reads the overwritten frame",
+                      {"b": "the ones after it whose stacks look back through that slot go too",
+                       "c": "only transitions that read the overwritten frame are affected"}),
+    "05.deque_walk": ("b", "deque[i] walks 64-item blocks from the nearer end, so a draw costs time growing with N",
+                      {"a": "random.sample itself is cheap on a list; the deque's indexing is the cost",
+                       "c": "np.stack copies 32 arrays whatever the capacity: that part stays flat"}),
+    "05.overhead_matters": ("c", "the Python objects per row stay the same size while the pixels shrink",
+                            {"a": "at 28,224 bytes of pixels a few hundred bytes are about 1%",
+                             "b": "the objects per row do not depend on the frame size"}),
+    "05.prefault": ("a", "np.zeros only reserves address space; pages arrive as they are written",
+                    {"b": "the ring's size is fixed at construction", "c": "nothing is freed while filling"}),
+    "06.why_batched_faster": ("b", "the fixed price per framework call is paid once instead of 32 times",
+                              {"a": "the same arithmetic is done both ways",
+                               "c": "the targets are identical: same precision"}),
+    "06.double_lower": ("a", "the target net values the online net's choice, never more than its own maximum",
+                        {"b": "both networks are used for every non-terminal transition",
+                         "c": "a terminal transition does not bootstrap: both targets equal the reward"}),
+    "06.gpu_gain": ("c", "on a GPU the arithmetic of a small forward is tiny, so the fixed price is most of it",
+                    {"a": "the number of calls is the same on any device",
+                     "b": "the loop also waits for the GPU at each read-back"}),
+}
+
+
+def check_question(key: str, answer) -> bool | None:
+    """Notebooks 03-06: a short multiple-choice question; ``answer`` is a letter, e.g. ``"b"``."""
+    right, why, hints = QUESTIONS[key]
+    if answer is None:
+        return _not_answered_yet("write the letter of your answer, e.g. \"a\"")
+    assert isinstance(answer, str) and answer.strip().lower() in ("a", "b", "c"), (
+        f"answer with one letter, \"a\", \"b\" or \"c\", got {answer!r}")
+    letter = answer.strip().lower()
+    assert letter == right, f"not {letter!r}: {hints.get(letter, 'look again at the measurements above')}"
+    return _passed(f"{letter}: {why}")
+
+
 # --- notebooks 04-06: frame sharing, the ring buffer, batched targets ---------------------------------------
 
 def check_stack_at(stack_at) -> bool | None:
@@ -688,3 +755,33 @@ def check_chunk_bytes(answer) -> bool | None:
     }
     hint = hints.get(answer, "bytes = (frames in the first stack + one frame per step) x 84 x 84")
     raise AssertionError(f"{answer:,} is not it: {hint}.")
+
+
+# --- notebooks 08-10: short questions (checked by check_question, like those of notebooks 03-06) -------------
+
+QUESTIONS.update({
+    "08.zero_priority": ("a", "a leaf of priority 0 owns an empty interval of the line, so no mass can land in it",
+                         {"b": "the walk has no special case for zero: look at what the leaf owns on the line",
+                          "c": "the slot stays in the memory; only its priority is 0"}),
+    "08.where_tree_hurts": ("b", "a GPU shrinks the network's part of a step while the tree stays on the CPU",
+                            {"a": "on a CPU the network dominates the step: the tree's share is small there",
+                             "c": "the tree's time is about fixed, but the step it is compared with is not"}),
+    "08.weights_n": ("b", "N multiplies every weight by the same factor, which the division by the largest removes",
+                     {"a": "every weight changes by the same factor; divide by the largest and see what is left",
+                      "c": "only β and the ratios between the probabilities survive the division"}),
+    "09.what_sets_speed": ("b", "a batch decompresses 32 x 5 = 160 frames, so the decompression time sets the rate",
+                           {"a": "the ratio decides the RAM, not how fast a batch is drawn",
+                            "c": "each frame is compressed once, when stored, but decompressed at every draw"}),
+    "09.cold_disk": ("c", "cold, every frame is a read at a random place on the device; warm, its page is in RAM",
+                     {"a": "the disk store keeps raw frames, uncompressed",
+                      "b": "a memory-mapped gather reads only the pages its frames lie on"}),
+    "09.two_checkpoints": ("a", "if the newest file is damaged, a resume falls back to the previous good one",
+                           {"b": "one file holds the whole state: networks, optimiser, replay and counters",
+                            "c": "a resume restores one state exactly; nothing is averaged"}),
+    "10.samples_per_step": ("b", "32 x updates/s / env steps/s: the steps sped up, the learner did not",
+                            {"a": "8 holds only while one update follows every 4 steps; Ray decouples them",
+                             "c": "more data per second spreads the same updates over more transitions"}),
+    "10.second_worker": ("c", "a worker needs a core; with none idle it takes turns with the learner and the rest",
+                         {"a": "Ray places as many workers as there are logical CPUs declared",
+                          "b": "the replay actor keeps one stream per worker"}),
+})
