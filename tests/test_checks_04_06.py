@@ -1,6 +1,9 @@
 """The self-checks of notebooks 04-06: right answers pass, wrong ones raise AssertionError, None only prints."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -200,3 +203,40 @@ def test_td_targets_unanswered(capsys):
     assert checks.check_td_targets(None) is None
     assert checks.check_td_targets(lambda *a, **k: None) is None
     assert "not answered yet" in capsys.readouterr().out.lower()
+
+
+# -- the notebooks' solution cells (committed without outputs, skipped by nbval) run here -----------------------
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def _solution_sources(notebook: str) -> list[str]:
+    cells = json.loads((NOTEBOOKS / notebook).read_text(encoding="utf-8"))["cells"]
+    return ["".join(c["source"]) for c in cells if "solution" in c.get("metadata", {}).get("tags", [])]
+
+
+@pytest.mark.parametrize("notebook", ["04_frame_sharing.ipynb"])
+def test_solution_cells_pass_their_checks(notebook, capsys):
+    sources = _solution_sources(notebook)
+    assert sources, f"{notebook} has no cell tagged 'solution'"
+    for source in sources:
+        exec(compile(source, f"{notebook}:solution", "exec"), {"np": np, "torch": torch, "checks": checks})
+    out = capsys.readouterr().out
+    assert "✓" in out and "Not answered yet" not in out
+
+
+def test_predictions_and_questions(capsys):
+    assert checks.check_prediction(None, 10, "x") is None
+    assert checks.check_prediction(100, 100.5, "x") is True
+    with pytest.raises(AssertionError, match="measurement says"):
+        checks.check_prediction(50, 100, "x")
+    with pytest.raises(AssertionError, match="number"):
+        checks.check_prediction("100", 100, "x")
+    for key, (right, _, _hints) in checks.QUESTIONS.items():
+        assert checks.check_question(key, right.upper()) is True
+        assert checks.check_question(key, None) is None
+        for wrong in set("abc") - {right}:
+            with pytest.raises(AssertionError, match="not"):
+                checks.check_question(key, wrong)
+    with pytest.raises(AssertionError, match="one letter"):
+        checks.check_question("04.episode_end", "episode_end")
