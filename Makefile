@@ -51,7 +51,9 @@ train-cpu: setup
 figures: setup
 	$(PY) data/make_figures.py
 
-# README's module tables, from each module's docstring (reads the files, imports nothing: no set-up needed).
+# README's generated blocks: the curriculum table from the notebooks' committed outputs, the benchmark tables from
+# data/bench/*.json, the module tables from each module's docstring (reads the files, imports nothing: no set-up
+# needed). Run it after re-executing a notebook or a benchmark; tests/test_readme_tables.py fails until you do.
 readme:
 	$(PYTHON) data/make_readme.py
 

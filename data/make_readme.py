@@ -1,18 +1,32 @@
-"""README's module tables, made from the package's own files (nothing typed by hand).
+"""README's generated blocks, made from the repository's own files (nothing typed by hand).
 
-    python data/make_readme.py           # rewrite README's module block from dqn_course/
-    python data/make_readme.py --check   # exit 1 if README's block differs from dqn_course/
+    python data/make_readme.py           # rewrite every generated block of README.md
+    python data/make_readme.py --check   # exit 1 if any block differs from what its sources say
 
-README.md, between ``<!-- modules:begin -->`` and ``<!-- modules:end -->``, holds two tables: the library
-(``dqn_course/*.py`` and every sub-package but the lab, each sub-package followed by its modules) and the
-lab (``dqn_course/lab/*.py``), one row per module: its name and the first line of its docstring. The
-files are read, not imported, so no heavy dependency loads; a module without a docstring is an error.
+README.md holds blocks between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->``; each is written here from
+committed files only:
+
+* ``modules``: two tables, the library (``dqn_course/*.py`` and every sub-package but the lab, each
+  sub-package followed by its modules) and the lab (``dqn_course/lab/*.py``), one row per module: its name
+  and the first line of its docstring (a module without a docstring is an error);
+* ``curriculum``: one row per notebook (``notebooks/*.ipynb``, found by glob): its question (the title
+  cell's heading) and what its committed outputs say (see ``notebook_answer``);
+* ``ladder``, ``sampling``, ``sampling-capacity``, ``storage``, ``million``, ``sampling-targets``: from
+  ``data/bench/memory_ladder.json`` and ``data/bench/sampling.json``;
+* ``per``: ``data/bench/per.json``; ``throughput``: ``data/bench/throughput*.json`` if recorded, else the
+  CPU throughput runs of ``data/bench/refactor-before-after.json``; ``ray-scaling``: ``data/bench/ray_scaling.json``;
+* ``guard``: the memory guard's refusal as a notebook printed it.
+
+(``data/make_figures.py`` writes the ``learning`` block from data/breakout-cpu/; it is not touched here.)
+The files are read, not imported: no heavy dependency loads, so ``make readme`` needs no set-up.
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent
@@ -22,6 +36,12 @@ PACKAGE = "dqn_course"
 LAB = "lab"
 BEGIN, END = "<!-- modules:begin -->", "<!-- modules:end -->"
 
+
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+# --- modules -----------------------------------------------------------------------------------------------------
 
 def first_docstring_line(path: Path) -> str:
     """The first line of a module's docstring, as Markdown (``code`` becomes `code`, pipes escaped)."""
@@ -63,43 +83,399 @@ def _table(rows: list[tuple[str, str]]) -> list[str]:
     return ["| module | what it holds |", "|---|---|"] + [f"| `{name}` | {line} |" for name, line in rows]
 
 
-def readme_block(root: Path = ROOT) -> str:
-    """README's module block, its markers included."""
+def modules_body(root: Path = ROOT) -> str:
     library, lab = module_rows(root)
-    lines = [BEGIN, f"**The library** ({len(library)} modules): what training and the distributed run are built from.",
-             ""]
+    lines = [f"**The library** ({len(library)} modules): what training and the distributed run are built from.", ""]
     lines += _table(library)
     lines += ["", (f"**The lab** (`{PACKAGE}.{LAB}`, {len(lab)} modules): the notebooks' and benchmarks' helpers, "
                    "which the library never imports."), ""]
     lines += _table(lab)
-    return "\n".join(lines + [END])
+    return "\n".join(lines)
 
 
-def block_span(text: str) -> tuple[int, int]:
-    """Where README's module block starts and ends, its markers included."""
-    return text.index(BEGIN), text.index(END) + len(END)
+def readme_block(root: Path = ROOT) -> str:
+    """README's module block, its markers included."""
+    return f"{BEGIN}\n{modules_body(root)}\n{END}"
 
 
-def write_readme_block(block: str) -> bool:
-    """Replace README's block; returns whether anything changed."""
-    text = README.read_text(encoding="utf-8")
-    start, end = block_span(text)
-    new = text[:start] + block + text[end:]
-    README.write_text(new, encoding="utf-8")
-    return new != text
+# --- notebooks -----------------------------------------------------------------------------------------------------
+
+SUMMARY = re.compile(r"^Rung \w+: ")       # a notebook's summary line: "Rung 05: ..."
+LADDER = re.compile(r"^memory ladder \| ")  # a rung of the memory ladder: "memory ladder | what | bytes | 1M"
+NO_SUMMARY = "(no summary line)"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+MAX_LINES = 8
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else (value or "")
+
+
+def stdout_lines(cell: dict) -> list[str]:
+    """What a code cell printed to stdout, as non-empty lines with runs of spaces collapsed."""
+    text = "".join(_text(o.get("text")) for o in cell.get("outputs", [])
+                   if o.get("output_type") == "stream" and o.get("name") == "stdout")
+    return [re.sub(r"\s+", " ", ANSI.sub("", line)).strip() for line in text.splitlines() if line.strip()]
+
+
+def _is_exercise_or_solution(cell: dict) -> bool:
+    tags = cell.get("metadata", {}).get("tags", [])
+    lines = stdout_lines(cell)
+    return ("solution" in tags or _text(cell.get("source")).lstrip().startswith("# Solution")
+            or bool(lines) and lines[0].startswith(("✓", "Not answered yet", "Answer both")))
+
+
+def notebook_question(nb: dict) -> str:
+    """The title cell's heading without its number: ``# 05 · Why is the deque slow and fat?`` -> the question."""
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            for line in _text(cell.get("source")).splitlines():
+                if line.startswith("#"):
+                    heading = line.lstrip("#").strip()
+                    return heading.split("·", 1)[1].strip() if "·" in heading else heading
+            break
+    return "(no title cell)"
+
+
+def notebook_answer(nb: dict) -> tuple[str, list[str]]:
+    """``(kind, lines)``: what a notebook's committed outputs answer, from the first of
+
+    * ``"summary"``: the last cell that printed a summary line (``Rung NN: ...``): everything that cell printed,
+      the ``Rung NN:`` prefix dropped;
+    * ``"ladder"``: the last cell that printed a memory-ladder line (``memory ladder | ...``): everything it printed;
+    * ``"last output"``: no such line: the last cell that printed anything (exercises and solutions left out);
+    * ``"none"``: nothing printed at all.
+    """
+    cells = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"]
+    for kind, pattern in (("summary", SUMMARY), ("ladder", LADDER)):
+        for cell in reversed(cells):
+            lines = stdout_lines(cell)
+            if any(pattern.match(line) for line in lines):
+                return kind, [SUMMARY.sub("", line) for line in lines]
+    for cell in reversed(cells):
+        lines = stdout_lines(cell)
+        if lines and not _is_exercise_or_solution(cell):
+            return "last output", lines
+    return "none", []
+
+
+def _cell_text(line: str) -> str:
+    """One printed line as Markdown table-cell text."""
+    if LADDER.match(line):
+        parts = [p.strip() for p in line.split("|")[1:]]
+        line = f"{parts[0]}: {', '.join(parts[1:])}"
+    return line.replace("|", r"\|").replace("*", r"\*").replace("<", "&lt;")
+
+
+def notebook_paths(root: Path = ROOT) -> list[Path]:
+    return sorted((root / "notebooks").glob("*.ipynb"))
+
+
+def curriculum_rows(root: Path = ROOT) -> list[tuple[str, str, str]]:
+    """``(notebook, question, answer)`` for every notebook, the answer as Markdown (lines joined by ``<br>``)."""
+    rows = []
+    for path in notebook_paths(root):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        kind, lines = notebook_answer(nb)
+        cut = lines[:MAX_LINES] + (["…"] if len(lines) > MAX_LINES else [])
+        answer = "<br>".join(_cell_text(line) for line in cut)
+        if kind in ("last output", "none"):
+            answer = NO_SUMMARY + (f"; its last printed output:<br>{answer}" if answer else "")
+        rows.append((path.stem, notebook_question(nb).replace("|", r"\|"), answer))
+    return rows
+
+
+def curriculum_body(root: Path = ROOT) -> str:
+    lines = ["| notebook | the question | what its committed outputs answer (summary line) |", "|---|---|---|"]
+    lines += [f"| [`{name}`](notebooks/{name}.ipynb) | {question} | {answer} |"
+              for name, question, answer in curriculum_rows(root)]
+    return "\n".join(lines)
+
+
+def guard_body(root: Path = ROOT) -> str:
+    """The first refusal of a ``FrameSharingMemory`` by the memory guard that a notebook printed."""
+    for path in notebook_paths(root):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for cell in nb.get("cells", []):
+            for line in stdout_lines(cell) if cell.get("cell_type") == "code" else []:
+                if line.startswith("InsufficientMemoryError: "):
+                    return (f"What notebook `{path.stem}` printed when it asked for more than the machine has:\n\n"
+                            f"```text\n{line}\n```")
+    return "(no notebook printed a memory-guard refusal)"
+
+
+# --- data/bench ----------------------------------------------------------------------------------------------------
+
+def _bench(root: Path, name: str) -> dict:
+    return json.loads((root / "data" / "bench" / name).read_text(encoding="utf-8"))
+
+
+def _machine(env: dict) -> str:
+    """``2026-11-21 10:55, 2-core Intel(R) Xeon(R) Processor, 24 GiB RAM, 1-minute load average 0.97``."""
+    return (f"{env['date'][:16].replace('T', ' ')}, {env['cpu_count']}-core {env['cpu']}, "
+            f"{env['ram_total'] / 2**30:.0f} GiB RAM, 1-minute load average {env['load_avg_1min']:.2f} at the end")
+
+
+def _x(value: float) -> str:
+    """A ratio: two decimals, three below 0.1."""
+    return f"{value:.3f}×" if value < 0.1 else f"{value:.2f}×"
+
+
+def ladder_body(root: Path = ROOT) -> str:
+    doc = _bench(root, "memory_ladder.json")
+    lines = [f"Measured with `python {doc['command']}` ({_machine(doc['environment'])}; up to "
+             f"{doc['settings']['transitions']:,} transitions per rung, {doc['settings']['seconds']:.0f} s in all):",
+             "", "| rung | bytes / transition (RSS) | tracemalloc | arithmetic | 1M transitions |",
+             "|---|---:|---:|---:|---:|"]
+    for r in doc["rows"]:
+        lines.append(f"| {r['label']} | {r['bytes_per_transition']:,.0f} | {r['traced_bytes_per_transition']:,.0f} | "
+                     f"{r['arithmetic_bytes']:,} | {r['gb_per_million']:.1f} GB |")
+    fs = next(r for r in doc["rows"] if r["memory"] == "frame_sharing")
+    lines += ["", (f"The frame-sharing memory's {fs['bytes_per_transition'] - fs['arithmetic_bytes']:.0f} bytes over "
+                   f"its {fs['arithmetic_bytes']:,} of pixels are its per-slot bookkeeping (16 B) and one extra frame "
+                   "per game (the last next-state frame).")]
+    return "\n".join(lines)
+
+
+def _sampling_rows(doc: dict, section: str) -> list[dict]:
+    return [r for r in doc["rows"] if r.get("section") == section]
+
+
+def sampling_body(root: Path = ROOT) -> str:
+    doc = _bench(root, "sampling.json")
+    cap = doc["settings"]["capacity"]
+    rows = sorted((r for r in _sampling_rows(doc, "memories") if r["capacity"] == cap),
+                  key=lambda r: r["batches_per_s"])
+    lines = [f"Batches of {doc['settings']['batch_size']} per second, every memory filled with the same real "
+             f"Breakout transitions and timed side by side in one run of `python {doc['command']}` "
+             f"({_machine(doc['environment'])}):", "",
+             f"| memory ({cap:,} transitions) | batches/s | × deque | RAM |", "|---|---:|---:|---:|"]
+    lines += [f"| {r['buffer']} | {r['batches_per_s']:,.0f} | {r['vs_deque']:.1f}× | {r['nbytes'] / 1e9:.2f} GB |"
+              for r in rows]
+    return "\n".join(lines)
+
+
+def _capacity_sweep(doc: dict) -> dict[int, dict[str, dict]]:
+    sweep: dict[int, dict[str, dict]] = {}
+    for r in _sampling_rows(doc, "memories"):
+        if r["key"] in ("naive", "frame_sharing"):
+            sweep.setdefault(r["capacity"], {})[r["key"]] = r
+    return {c: v for c, v in sorted(sweep.items()) if len(v) == 2}
+
+
+def sampling_capacity_body(root: Path = ROOT) -> str:
+    sweep = _capacity_sweep(_bench(root, "sampling.json"))
+    caps = list(sweep)
+    lines = ["| capacity | " + " | ".join(f"{c:,}" for c in caps) + " |", "|---|" + "---:|" * len(caps),
+             "| deque | " + " | ".join(f"{sweep[c]['naive']['batches_per_s']:,.0f}" for c in caps) + " |",
+             "| frame sharing | " + " | ".join(f"{sweep[c]['frame_sharing']['batches_per_s']:,.0f}"
+                                               for c in caps) + " |",
+             "| frame sharing / deque | " + " | ".join(
+                 f"{sweep[c]['frame_sharing']['batches_per_s'] / sweep[c]['naive']['batches_per_s']:.1f}×"
+                 for c in caps) + " |"]
+    return "\n".join(lines)
+
+
+def storage_body(root: Path = ROOT) -> str:
+    doc = _bench(root, "sampling.json")
+    rows = {r["storage"]: r for r in _sampling_rows(doc, "storage") if r["play"] == "scripted"}
+    ratio = {r["codec"]: r["ratio"] for r in _sampling_rows(doc, "codec") if r["pool"] == "scripted play"}
+    ram = rows["ram"]["batches_per_s"]
+    lines = ["| storage | batches/s (one core) | × ram | RAM per transition |", "|---|---:|---:|---:|"]
+    names = {"ram": "`ram` (numpy array)",
+             "lz4": f"`lz4` (one payload per frame; {ratio.get('lz4', 0):.1f}× smaller)",
+             "zstd": f"`zstd` (level 3; {ratio.get('zstd', 0):.1f}× smaller)",
+             "disk": "`disk` (memmap), page cache warm"}
+    for key, label in names.items():
+        if key not in rows:
+            continue
+        r = rows[key]
+        per = r["anon_per_transition"] if key == "disk" else r["rss_per_transition"]
+        note = " (+ reclaimable file pages)" if key == "disk" else ""
+        lines.append(f"| {label} | {r['batches_per_s']:,.0f} | {_x(r['batches_per_s'] / ram)} | {per:,.0f} B{note} |")
+        if key == "disk" and "cold_batches_per_s" in r:
+            lines.append(f"| `disk`, page cache dropped before every batch | {r['cold_batches_per_s']:,.0f} | "
+                         f"{_x(r['cold_batches_per_s'] / ram)} | {per:,.0f} B |")
+    return "\n".join(lines)
+
+
+GB_BUDGET, RATE_TARGET = 1e9, 3_000  # 1M transitions in at most 1 GB, at least this many batches/s on one core
+
+
+def million_body(root: Path = ROOT) -> str:
+    doc = _bench(root, "sampling.json")
+    m = next(r for r in _sampling_rows(doc, "million"))
+    storage = {r["storage"]: r for r in _sampling_rows(doc, "storage") if r["play"] == "scripted"}
+    fits = m["rss_growth"] <= GB_BUDGET
+    fast = m["batches_per_s"] >= RATE_TARGET
+    verdict = "met" if fits and fast else "not met"
+    text = (f"**1M transitions in 1 GB, measured.** A fresh process filled a {m['capacity']:,}-frame `{m['storage']}` "
+            f"memory ({m['transitions']:,} transitions of scripted play; the recorded frames are cycled, each "
+            f"compressed on its own) and grew by **{m['rss_growth'] / 1e9:.3f} GB of RSS** "
+            f"({m['rss_per_transition']:,.0f} B/transition; `nbytes` {m['nbytes'] / 1e9:.3f} GB), then sampled "
+            f"{m['batches_per_s']:,.0f} batches/s. Targets (at most 1 GB for 1M, at least {RATE_TARGET:,} batches/s "
+            f"on one core): {verdict} with {m['storage']}.")
+    z = storage.get("zstd")
+    if z and m["storage"] != "zstd":
+        smaller = z["rss_per_transition"] < storage[m["storage"]]["rss_per_transition"]
+        zfast = z["batches_per_s"] >= RATE_TARGET
+        text += (f" zstd is {'smaller' if smaller else 'not smaller'} and "
+                 f"{'meets' if zfast else 'misses'} the speed target ({z['batches_per_s']:,.0f} batches/s above).")
+    return text
+
+
+def sampling_targets_body(root: Path = ROOT) -> str:
+    ladder = _bench(root, "memory_ladder.json")
+    fs = next(r for r in ladder["rows"] if r["memory"] == "frame_sharing")
+    sweep = _capacity_sweep(_bench(root, "sampling.json"))
+    ratios = {c: v["frame_sharing"]["batches_per_s"] / v["naive"]["batches_per_s"] for c, v in sweep.items()}
+    met = [c for c, x in ratios.items() if x >= 5]
+    mem = "met" if fs["bytes_per_transition"] <= 7_200 else "not met"
+    if met and met == list(ratios)[len(ratios) - len(met):]:
+        speed = (f"met from {met[0]:,} transitions on ({', '.join(f'{ratios[c]:.1f}×' for c in met)}), "
+                 f"not below ({', '.join(f'{c:,}: {ratios[c]:.1f}×' for c in ratios if c not in met)})")
+    elif met:
+        speed = "met at " + ", ".join(f"{c:,} ({ratios[c]:.1f}×)" for c in met) + " only"
+    else:
+        speed = "not met (" + ", ".join(f"{c:,}: {x:.1f}×" for c, x in ratios.items()) + ")"
+    return (f"**Target check** (frame sharing at most 7,200 B/transition and at least 5× the deque's sampling rate). "
+            f"Memory: {mem}, {fs['bytes_per_transition']:,.0f} B/transition. Speed: {speed}.")
+
+
+PER_TREE_TARGET, PER_STEP_TARGET = 20.0, 1.15  # compiled tree vs per-item tree; learner step with PER vs uniform
+TREE_NAMES = {"uniform": "uniform indices (no tree)", "per_item": "per-item Python tree",
+              "numpy": "numpy-vectorised tree", "compiled": "compiled (numba) tree"}
+
+
+def per_body(root: Path = ROOT) -> str:
+    doc = _bench(root, "per.json")
+    s, env = doc["settings"], doc["environment"]
+    tree = {r["sampler"]: r for r in doc["rows"] if r.get("part") == "tree"}
+    step = {r["sampler"]: r for r in doc["rows"] if r.get("part") == "learner_step"}
+    lines = [f"`python {doc['command']}` ({_machine(env)}; {s['seconds']:.0f} s): index selection at capacity "
+             f"{s['capacity']:,}, batch {s['batch_size']} (PER: sample + priority update), and a learner step on the "
+             f"CPU ({s['threads']} threads, real Breakout frames, median of interleaved steps):", "",
+             "| what | rate | time | × per-item tree |", "|---|---:|---:|---:|"]
+    for name, r in tree.items():
+        over = f"{r['over_per_item']:.1f}×" if "over_per_item" in r else "—"
+        lines.append(f"| {TREE_NAMES.get(name, name)} | {r['batches_per_s']:,.0f} batches/s | "
+                     f"{1e6 / r['batches_per_s']:.1f} µs | {over} |")
+    for name, r in step.items():
+        lines.append(f"| learner step, {name} | | {r['ms_per_step']:.2f} ms | |")
+    ratio = step["prioritized"]["ms_per_step"] / step["uniform"]["ms_per_step"]
+    compiled = tree["compiled"]["over_per_item"]
+    lines += ["", (f"Targets: the compiled (numba) sum tree at least {PER_TREE_TARGET:.0f}× the per-item Python "
+                   f"tree: {'met' if compiled >= PER_TREE_TARGET else 'not met'}, {compiled:.1f}× (the "
+                   "numpy-vectorised tree: "
+                   f"{tree['numpy']['over_per_item']:.1f}×). A learner step with PER at most {PER_STEP_TARGET}× "
+                   f"as long as without: {'met' if ratio <= PER_STEP_TARGET else 'not met'}, {ratio:.3f}×.")]
+    return "\n".join(lines)
+
+
+def throughput_body(root: Path = ROOT) -> str:
+    saved = sorted((root / "data" / "bench").glob("throughput*.json"))
+    lines = []
+    for path in saved:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        s = doc["settings"]
+        lines += [f"`{path.relative_to(root)}`: `python {doc['command']}` ({_machine(doc['environment'])}; "
+                  f"{s['window']:,} agent steps timed after learning starts, buffer {s['buffer_size']:,}, "
+                  f"device {s.get('gpu') or s['device']}):", "",
+                  "| path | envs | replay | agent steps/s | × plain | RSS MiB |", "|---|---:|---|---:|---:|---:|"]
+        lines += [f"| {r['path']} | {r['num_envs']} | {r['replay']} | {r['steps_per_s']:,.0f} | "
+                  f"{r.get('ratio_over_plain', 1.0):.2f}× | {r['rss_mib']:,.0f} |" for r in doc["rows"]]
+        lines.append("")
+    if not saved:
+        doc = _bench(root, "refactor-before-after.json")
+        rows = [r for r in doc["rows"]
+                if r["benchmark"].startswith("benchmarks/throughput.py") and r["tree"] == "after"]
+        rounds = sorted({r["round"] for r in rows})
+        lines += [f"No `data/bench/throughput*.json` is recorded yet (`python benchmarks/throughput.py --save "
+                  f"data/bench/throughput-cpu.json` writes one). The CPU runs recorded in "
+                  f"`data/bench/refactor-before-after.json` ({doc['date']}, {doc['machine']}), "
+                  f"`python {rows[0]['benchmark']}`, the refactored code (its `after` rows):", "",
+                  "| round | plain (1 env) steps/s | fast (8 envs) steps/s | fast / plain | load average |",
+                  "|---:|---:|---:|---:|---:|"]
+        for k in rounds:
+            by = {r["path"]: r for r in rows if r["round"] == k}
+            lines.append(f"| {k} | {by['plain']['steps_per_s']:,.1f} | {by['fast']['steps_per_s']:,.1f} | "
+                         f"{by['fast']['steps_per_s'] / by['plain']['steps_per_s']:.2f}× | "
+                         f"{by['plain']['load_avg_1min']:.2f} |")
+    return "\n".join(lines).rstrip()
+
+
+def ray_scaling_body(root: Path = ROOT) -> str:
+    doc = _bench(root, "ray_scaling.json")
+    s = doc["settings"]
+    lines = [f"Timed side by side in one run of `OMP_NUM_THREADS=1 python {doc['command']}` "
+             f"({_machine(doc['environment'])}; best of {s['rounds']} interleaved rounds, every learner on 1 torch "
+             "thread):", "",
+             "| layout | env steps/s ingested | learner updates/s | vs single process (steps, updates) |",
+             "|---|---:|---:|---:|"]
+    for r in doc["rows"]:
+        name = ("single process (`train`, 1 update per 4 steps)" if r["layout"].startswith("train")
+                else f"Ray, {r['workers']} worker{'s' if r['workers'] > 1 else ''} + learner")
+        lines.append(f"| {name} | {r['env_steps_per_s']:,.0f} | {r['updates_per_s']:.1f} | "
+                     f"{r['steps_vs_train']:.2f}×, {r['updates_vs_train']:.2f}× |")
+    ray = sorted((r for r in doc["rows"] if r["layout"] == "ray"), key=lambda r: r["workers"])
+    for a, b in zip(ray, ray[1:]):
+        steps = b["env_steps_per_s"] / a["env_steps_per_s"] - 1
+        upd = 1 - b["updates_per_s"] / a["updates_per_s"]
+        lines += ["", (f"Going from {a['workers']} to {b['workers']} workers changed env steps/s by {steps:+.0%} and "
+                       f"{'cost' if upd > 0 else 'gave'} the learner {abs(upd):.0%} of its updates/s.")]
+    return "\n".join(lines)
+
+
+BLOCKS: dict[str, Callable[[Path], str]] = {
+    "modules": modules_body, "curriculum": curriculum_body, "guard": guard_body, "ladder": ladder_body,
+    "sampling": sampling_body, "sampling-capacity": sampling_capacity_body, "storage": storage_body,
+    "million": million_body, "sampling-targets": sampling_targets_body, "per": per_body,
+    "throughput": throughput_body, "ray-scaling": ray_scaling_body,
+}
+
+
+# --- README --------------------------------------------------------------------------------------------------------
+
+def block_span(text: str, name: str = "modules") -> tuple[int, int]:
+    """Where README's block ``name`` starts and ends, its markers included."""
+    begin, end = markers(name)
+    return text.index(begin), text.index(end) + len(end)
+
+
+def block(name: str, root: Path = ROOT) -> str:
+    """README's block ``name`` as its sources say, its markers included."""
+    begin, end = markers(name)
+    return f"{begin}\n{BLOCKS[name](root)}\n{end}"
+
+
+def render(text: str, root: Path = ROOT) -> str:
+    """``text`` (README.md) with every block rewritten from its sources; a missing block is an error."""
+    for name in BLOCKS:
+        start, end = block_span(text, name)
+        text = text[:start] + block(name, root) + text[end:]
+    return text
+
+
+def differing_blocks(text: str, root: Path = ROOT) -> list[str]:
+    """The blocks of ``text`` that differ from what their sources say."""
+    return [name for name in BLOCKS if text[slice(*block_span(text, name))] != block(name, root)]
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--check", action="store_true", help="only compare README's block with dqn_course/")
+    p.add_argument("--check", action="store_true", help="only compare README's blocks with their sources")
     args = p.parse_args()
+    text = README.read_text(encoding="utf-8")
     if args.check:
-        text = README.read_text(encoding="utf-8")
-        if text[slice(*block_span(text))] != readme_block():
-            raise SystemExit("README.md's module tables differ from dqn_course/: run python data/make_readme.py")
-        print("README.md's module tables match dqn_course/")
+        stale = differing_blocks(text)
+        if stale:
+            raise SystemExit(f"README.md's blocks {', '.join(stale)} differ from their sources: "
+                             "run python data/make_readme.py (make readme)")
+        print("README.md's generated blocks match their sources")
         return
-    print("README.md " + ("updated" if write_readme_block(readme_block()) else "unchanged"))
+    new = render(text)
+    README.write_text(new, encoding="utf-8")
+    print("README.md " + ("updated" if new != text else "unchanged"))
 
 
 if __name__ == "__main__":
