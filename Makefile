@@ -60,6 +60,7 @@ readme:
 bench: setup
 	$(PY) benchmarks/memory_ladder.py
 	$(PY) benchmarks/sampling.py
+	$(PY) data/make_readme.py
 
 # On a GPU machine: the CUDA-only tests (graph == eager), then plain vs fast at 8/16/32 envs, saved, and a profile.
 bench-gpu: setup
