@@ -179,3 +179,12 @@ def test_play_episode_is_reproducible_and_leaves_the_agent_generator_alone():
     b = playback.play_episode(agent, epsilon=0.5, max_steps=40, seed=5, render=False)
     assert (a.score, a.steps, a.lives_lost) == (b.score, b.steps, b.lives_lost)
     assert agent.rng.bit_generator.state == before
+
+
+def test_solution_cell_passes_its_check():
+    """The solution cell (committed without outputs, skipped by nbval) run with the presets it reads."""
+    from _solutions import run_solutions
+
+    out = run_solutions("07_train_breakout", {"plain": PRESETS["breakout"], "fast": PRESETS["breakout-fast"],
+                                              "checks": checks})
+    assert out.count("✓") == 1, out
