@@ -439,6 +439,9 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
 def block_span(text: str, name: str = "modules") -> tuple[int, int]:
     """Where README's block ``name`` starts and ends, its markers included."""
     begin, end = markers(name)
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        raise ValueError(f"README.md must hold {begin} ... {end} once, in that order: put the markers back where "
+                         "the block belongs, then run python data/make_readme.py")
     return text.index(begin), text.index(end) + len(end)
 
 
