@@ -7,7 +7,7 @@ what the memory keeps is counted. Preallocated rings are filled completely (ever
 since their untouched pages cost no RSS yet. A second fill under ``tracemalloc`` cross-checks the
 figure (it counts what numpy and Python *allocated*, pages touched or not).
 
-Used by ``benchmarks/memory_ladder.py`` and notebook 06 (the ladder figure)::
+Used by ``benchmarks/memory_ladder.py`` and notebook 06b (the ladder figure, via ``ladder_plots``)::
 
     rows = run_ladder()                  # list of dicts, one per stage
     print(format_table(rows))

@@ -1,0 +1,144 @@
+"""Pictures for notebooks 05 and 06b: the course's ladder one rung per notebook, and deque vs ring layouts.
+
+``COURSE_RUNGS`` lists the ladder's stages in the order the course takes them (each smaller than the one
+before); ``plot_course_ladder(rows)`` draws measured rows of ``dqn_course.lab.ladder.run_ladder`` in that
+order, with "N x less than the top rung" on every bar and notebook 01's measured blog agent as a marked
+point (``blog_agent_bytes_per_step`` reads it from that notebook's committed output).
+``plot_memory_layouts()`` draws how a deque of lists and a preallocated ring lay out their bytes.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+#: (stage name in ``ladder.STAGES_BY_NAME``, notebook that takes that rung), from the top of the ladder down.
+COURSE_RUNGS = (
+    ("raw_rgb_stack4_copies", "00"),
+    ("gray_float32_copies", "02"),
+    ("gray_uint8_copies", "03"),
+    ("folded_ring", "04"),
+    ("gray_uint8_shared", "04"),
+    ("frame_sharing", "04"),
+)
+
+NOTEBOOK_01 = Path(__file__).resolve().parents[2] / "notebooks" / "01_naive_agent.ipynb"
+_RSS_LINE = re.compile(r"RSS \(psutil\)\s*:\s*([\d,]+)\s*bytes per step")
+
+
+def blog_agent_bytes_per_step(notebook: Path | str = NOTEBOOK_01) -> int | None:
+    """Notebook 01's measured RSS growth per step of the blog agent, read from its committed outputs.
+
+    ``None`` when the notebook or that output line is not there (e.g. a pip install without the notebooks).
+    """
+    path = Path(notebook)
+    if not path.exists():
+        return None
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        for out in cell.get("outputs", []):
+            text = out.get("text") or out.get("data", {}).get("text/plain", "")
+            match = _RSS_LINE.search("".join(text))
+            if match:
+                return int(match.group(1).replace(",", ""))
+    return None
+
+
+def course_order(rows: list[dict]) -> list[dict]:
+    """The rows of ``COURSE_RUNGS``, in the course's order, each with its notebook under ``"notebook"``."""
+    by_stage = {r["stage"]: r for r in rows}
+    return [{**by_stage[name], "notebook": nb} for name, nb in COURSE_RUNGS if name in by_stage]
+
+
+def plot_course_ladder(rows: list[dict], blog_bytes: float | None = None):
+    """Bars of measured bytes per transition, top rung first; "N x less" is relative to the top rung.
+
+    ``blog_bytes`` (notebook 01's measured agent, bytes per step) is drawn as a marked point.
+    Returns a ``matplotlib.figure.Figure``.
+    """
+    from matplotlib.figure import Figure
+
+    rungs = course_order(rows)
+    top = rungs[0]["bytes_per_transition"]
+    fig = Figure(figsize=(9, 0.6 * (len(rungs) + 1) + 1.6), layout="constrained")
+    ax = fig.add_subplot()
+    y = np.arange(len(rungs))[::-1] + 1.0
+    measured = [r["bytes_per_transition"] for r in rungs]
+    ax.barh(y, measured, color="tab:blue", alpha=0.8, label="measured (RSS growth in a fresh process)")
+    ax.scatter([r["arithmetic_bytes"] for r in rungs], y, marker="|", s=400, color="black", zorder=3,
+               label="expected (arithmetic)")
+    for yi, r in zip(y, rungs):
+        ratio = top / r["bytes_per_transition"]
+        note = "top rung" if r is rungs[0] else f"{ratio:,.0f}x less than the top"
+        ax.text(r["bytes_per_transition"] * 1.15, yi, f"{note}; {r['gb_per_million']:,.1f} GB per 1M", va="center",
+                fontsize=8)
+    labels = [f"{r['notebook']}: {r['label']}" for r in rungs]
+    if blog_bytes:
+        ax.scatter([blog_bytes], [0.0], marker="*", s=260, color="tab:orange", zorder=4,
+                   label="notebook 01's blog agent, measured (RSS per step)")
+        ax.text(blog_bytes * 1.25, 0.0, f"{top / blog_bytes:,.0f}x less than the top", va="center", fontsize=8)
+        ax.set_yticks([*y, 0.0], [*labels, "01: the blog agent (measured)"])
+    else:
+        ax.set_yticks(y, labels)
+    ax.set_xscale("log")
+    ax.set_xlim(min(measured) / 3, top * 12)
+    ax.set_xlabel("bytes per transition (log scale)")
+    ax.set_title("The memory ladder, one rung down per notebook")
+    fig.legend(loc="outside lower center", ncols=3, fontsize=8)
+    return fig
+
+
+def plot_memory_layouts(rows: int = 4):
+    """Two diagrams side by side: a deque of Python lists (objects scattered in memory) and a ring (one array
+    per field, one row per slot, a write head). Returns a ``matplotlib.figure.Figure``."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    for ax in (left, right):
+        ax.set_xlim(0, 10)
+        ax.set_ylim(0, 10)
+        ax.axis("off")
+
+    def box(ax, x, y, w, h, text, color, fontsize=7):
+        ax.add_patch(Rectangle((x, y), w, h, facecolor=color, edgecolor="black", lw=0.8))
+        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize)
+
+    def arrow(ax, a, b):
+        ax.add_patch(FancyArrowPatch(a, b, arrowstyle="->", mutation_scale=8, lw=0.7, color="0.3"))
+
+    # deque: blocks of pointers -> list objects -> scattered arrays and floats
+    left.set_title("deque of lists: one Python object per field per row, scattered", fontsize=9)
+    box(left, 0.2, 8.3, 9.6, 0.9, "deque: linked blocks of 64 pointers (walked block by block to reach row i)",
+        "0.85")
+    arrays = ((5.6, 4.9), (0.3, 3.7), (7.6, 3.4), (3.0, 4.4))  # wherever the allocator put them
+    floats = ((8.4, 1.2), (4.2, 0.7), (1.0, 1.6), (6.2, 2.0))
+    for i in range(rows):
+        x = 0.4 + i * 2.4
+        arrow(left, (x + 0.5, 8.3), (x + 0.5, 7.4))
+        box(left, x, 6.6, 1.9, 0.8, f"list (row {i})", "tab:orange")
+        (sx, sy), (fx, fy) = arrays[i % len(arrays)], floats[i % len(floats)]
+        box(left, sx, sy, 2.0, 0.8, "array: 4x84x84", "tab:blue")
+        arrow(left, (x + 0.4, 6.6), (sx + 1.0, sy + 0.8))
+        box(left, fx, fy, 1.1, 0.6, "float", "tab:green")
+        arrow(left, (x + 1.4, 6.6), (fx + 0.5, fy + 0.6))
+    left.text(5, 0.05, "np.stack copies the 32 sampled arrays into one batch", ha="center", fontsize=8)
+
+    # ring: contiguous arrays, one row per slot, write head
+    right.set_title("ring: one array per field, one row per slot, allocated once", fontsize=9)
+    fields = (("frames", 5.0, "tab:blue"), ("actions", 1.0, "tab:orange"), ("rewards", 1.0, "tab:green"),
+              ("dones", 1.0, "tab:purple"))
+    x = 0.3
+    slots = 8
+    for name, width, color in fields:
+        right.text(x + width / 2, 9.2, name, ha="center", fontsize=8)
+        for s in range(slots):
+            box(right, x, 8.3 - (s + 1) * 0.9, width, 0.9, f"slot {s}" if name == "frames" else "", color)
+        x += width + 0.3
+    head = 5
+    right.annotate("write head", xy=(0.3, 8.3 - head * 0.9 - 0.45), xytext=(0.3, 0.3), fontsize=8,
+                   arrowprops={"arrowstyle": "->"})
+    right.text(5.5, 0.3, "a batch = one fancy index per array", ha="center", fontsize=8)
+    return fig
