@@ -215,7 +215,7 @@ def _solution_sources(notebook: str) -> list[str]:
     return ["".join(c["source"]) for c in cells if "solution" in c.get("metadata", {}).get("tags", [])]
 
 
-@pytest.mark.parametrize("notebook", ["04_frame_sharing.ipynb"])
+@pytest.mark.parametrize("notebook", ["04_frame_sharing.ipynb", "05_ring_buffer.ipynb", "06_batched_targets.ipynb"])
 def test_solution_cells_pass_their_checks(notebook, capsys):
     sources = _solution_sources(notebook)
     assert sources, f"{notebook} has no cell tagged 'solution'"
@@ -240,3 +240,36 @@ def test_predictions_and_questions(capsys):
                 checks.check_question(key, wrong)
     with pytest.raises(AssertionError, match="one letter"):
         checks.check_question("04.episode_end", "episode_end")
+
+
+# -- dqn_course.lab.ladder_plots (notebooks 05 and 06b) ----------------------------------------------------------
+
+def test_blog_agent_bytes_per_step_reads_notebook_01s_output(tmp_path):
+    from dqn_course.lab.ladder_plots import blog_agent_bytes_per_step
+
+    nb = {"cells": [{"cell_type": "code", "source": "", "outputs": [
+        {"output_type": "stream", "name": "stdout",
+         "text": ["RSS (psutil)        :    40,847 bytes per step   R² = 0.99\n"]}]}]}
+    path = tmp_path / "01.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    assert blog_agent_bytes_per_step(path) == 40_847
+    assert blog_agent_bytes_per_step(tmp_path / "missing.ipynb") is None
+    path.write_text(json.dumps({"cells": []}), encoding="utf-8")
+    assert blog_agent_bytes_per_step(path) is None
+
+
+def test_course_ladder_goes_down_one_rung_at_a_time():
+    from dqn_course.lab import ladder
+    from dqn_course.lab.ladder_plots import COURSE_RUNGS, course_order, plot_course_ladder, plot_memory_layouts
+
+    sizes = [ladder.STAGES_BY_NAME[name].arithmetic_bytes for name, _ in COURSE_RUNGS]
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == len(sizes)
+    assert sizes[0] == 806_400 and sizes[-1] == 84 * 84
+    rows = [{"stage": s.name, "label": s.label, "bytes_per_transition": s.arithmetic_bytes * 1.01,
+             "arithmetic_bytes": s.arithmetic_bytes, "gb_per_million": s.arithmetic_bytes / 1e3}
+            for s in reversed(ladder.STAGES)]
+    ordered = course_order(rows)
+    assert [r["stage"] for r in ordered] == [name for name, _ in COURSE_RUNGS]
+    assert ordered[0]["notebook"] == "00"
+    assert plot_course_ladder(rows, 40_847).axes and plot_course_ladder(rows).axes
+    assert len(plot_memory_layouts().axes) == 2
