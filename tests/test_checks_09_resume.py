@@ -44,3 +44,15 @@ def test_wrong_answers_raise_with_a_hint(stopped_run, change, hint):
 def test_none_is_not_answered_yet(tmp_path, capsys):
     assert check_resume_config(None, tmp_path) is None
     assert "Not answered yet" in capsys.readouterr().out
+
+
+def test_solution_cell_passes_its_checks(stopped_run):
+    """Notebook 09b's solution cell (committed without outputs, skipped by nbval), run on a stopped run."""
+    from _solutions import run_solutions
+
+    from dqn_course.lab import checks
+
+    cfg, out = stopped_run
+    printed = run_solutions("09b_surviving_crashes", {"checks": checks, "dataclasses": dataclasses, "run_cfg": cfg,
+                                                     "run_dir": out})
+    assert printed.count("✓") == 3, printed

@@ -734,8 +734,8 @@ def check_chunk_bytes(answer) -> bool | None:
     (4 + 100) x 7,056 = 733,824 bytes, against 100 x 2 x 4 x 7,056 = 5,644,800 for s and s' stacks.
     """
     if answer is None:
-        return _not_answered_yet("set `chunk_bytes` to the number of bytes of pixels in the chunk")
-    _require_number(answer, "chunk_bytes")
+        return _not_answered_yet("set `predicted_bytes` to your prediction of the bytes of pixels in the chunk")
+    _require_number(answer, "predicted_bytes")
     expected = (STACK + CHUNK_STEPS) * FRAME_BYTES
     stacks = CHUNK_STEPS * 2 * STACK * FRAME_BYTES
     if answer == expected:
@@ -778,6 +778,9 @@ QUESTIONS.update({
     "09.two_checkpoints": ("a", "if the newest file is damaged, a resume falls back to the previous good one",
                            {"b": "one file holds the whole state: networks, optimiser, replay and counters",
                             "c": "a resume restores one state exactly; nothing is averaged"}),
+    "09.redone_steps": ("b", "the resume starts from the newest good checkpoint; the steps after it are played again",
+                        {"a": "the state after the checkpoint died with the process",
+                         "c": "the checkpoint holds the whole state up to its step"}),
     "10.samples_per_step": ("b", "32 x updates/s / env steps/s: the steps sped up, the learner did not",
                             {"a": "8 holds only while one update follows every 4 steps; Ray decouples them",
                              "c": "more data per second spreads the same updates over more transitions"}),
