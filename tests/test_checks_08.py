@@ -103,3 +103,34 @@ def test_run_cartpole_short_and_reproducible():
     assert torch.get_num_threads() == threads
     u = run_cartpole(False, 400, seed=1, learning_starts=200)
     assert u["ends"][-1] <= 400
+
+
+@pytest.mark.parametrize("key", ["08.zero_priority", "08.where_tree_hurts", "08.weights_n"])
+def test_questions(key, capsys):
+    right = checks.QUESTIONS[key][0]
+    assert checks.check_question(key, right) is True
+    assert capsys.readouterr().out.startswith("✓")
+    for wrong in set("abc") - {right}:
+        with pytest.raises(AssertionError, match=f"not '{wrong}'"):
+            checks.check_question(key, wrong)
+    assert checks.check_question(key, None) is None
+
+
+def test_solution_cell_passes_its_checks():
+    """The solution cell (committed without outputs, skipped by nbval) passes every check it calls."""
+    from _solutions import run_solutions
+
+    out = run_solutions("08_prioritized_replay", {"checks": checks, "np": np})
+    assert out.count("✓") == 4, out
+
+
+def test_the_drawn_walk_finds_the_compiled_trees_leaf():
+    """pictures_late.sum_tree_walk (drawn in notebook 08) ends at the leaf CompiledSumTree.find returns."""
+    from dqn_course.lab.pictures_late import draw_sum_tree, sum_tree_walk
+    from dqn_course.per import CompiledSumTree
+
+    tree = CompiledSumTree(8)
+    tree.update(np.arange(8), np.array([3.0, 0.0, 1.0, 2.0, 0.0, 4.0, 1.0, 5.0]))
+    masses = np.array([0.0, 2.9, 3.0, 3.99, 4.5, 6.0, 9.99, 10.0, 15.9])
+    assert [sum_tree_walk(tree.nodes, m)[-1][0] - 8 for m in masses] == tree.find(masses).tolist()
+    assert draw_sum_tree(tree.nodes, mass=4.5).axes
