@@ -46,3 +46,22 @@ def test_the_answer_is_what_a_real_chunk_carries():
     transitions = [(stacks[i], 0, 0.0, stacks[i + 1], False, False) for i in range(100)]
     chunk = Chunk.from_transitions(0, transitions)
     assert chunk.first_state.nbytes + chunk.frames.nbytes + chunk.reset_states.nbytes == RIGHT
+
+
+@pytest.mark.parametrize("key", ["10.samples_per_step", "10.second_worker"])
+def test_questions(key, capsys):
+    right = checks.QUESTIONS[key][0]
+    assert checks.check_question(key, right) is True
+    assert capsys.readouterr().out.startswith("✓")
+    for wrong in set("abc") - {right}:
+        with pytest.raises(AssertionError, match=f"not '{wrong}'"):
+            checks.check_question(key, wrong)
+    assert checks.check_question(key, None) is None
+
+
+def test_solution_cell_passes_its_checks():
+    """The solution cell (committed without outputs, skipped by nbval) passes every check it calls."""
+    from _solutions import run_solutions
+
+    out = run_solutions("10_scaling_out_with_ray", {"checks": checks})
+    assert out.count("✓") == 3, out
