@@ -54,3 +54,29 @@ def test_overheads_match_the_memory():
     assert bookkeeping == 100 * o["bookkeeping"]
     assert sys.getsizeof(memory.frames._payloads) - sys.getsizeof([]) == 100 * o["list_slot"]
     assert o["bytes_header"] == sys.getsizeof(b"x") - 1
+
+
+@pytest.mark.parametrize("key", ["09.what_sets_speed", "09.cold_disk", "09.two_checkpoints", "09.redone_steps"])
+def test_questions(key, capsys):
+    right = checks.QUESTIONS[key][0]
+    assert checks.check_question(key, right) is True
+    assert capsys.readouterr().out.startswith("✓")
+    for wrong in set("abc") - {right}:
+        with pytest.raises(AssertionError, match=f"not '{wrong}'"):
+            checks.check_question(key, wrong)
+    assert checks.check_question(key, None) is None
+
+
+def test_solution_cell_passes_its_checks():
+    """Notebook 09's solution cell (committed without outputs, skipped by nbval) passes every check it calls."""
+    from _solutions import run_solutions
+
+    out = run_solutions("09_compressed_and_disk", {"checks": checks})
+    assert out.count("✓") == 3, out
+
+
+def test_kill_resume_timeline_draws():
+    from dqn_course.lab.pictures_late import draw_kill_resume
+
+    fig = draw_kill_resume([180, 420], [250, 500], 500, [700, 1100], 2_000, killed_after=520)
+    assert fig.axes[0].get_xlabel() == "agent step"
