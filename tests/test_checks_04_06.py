@@ -215,7 +215,8 @@ def _solution_sources(notebook: str) -> list[str]:
     return ["".join(c["source"]) for c in cells if "solution" in c.get("metadata", {}).get("tags", [])]
 
 
-@pytest.mark.parametrize("notebook", ["04_frame_sharing.ipynb", "05_ring_buffer.ipynb", "06_batched_targets.ipynb"])
+@pytest.mark.parametrize("notebook", ["04_frame_sharing.ipynb", "05_ring_buffer.ipynb", "06_batched_targets.ipynb",
+                                      "06b_the_whole_ladder.ipynb"])
 def test_solution_cells_pass_their_checks(notebook, capsys):
     sources = _solution_sources(notebook)
     assert sources, f"{notebook} has no cell tagged 'solution'"

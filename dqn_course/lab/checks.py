@@ -324,6 +324,12 @@ QUESTIONS = {
     "06.gpu_gain": ("c", "on a GPU the arithmetic of a small forward is tiny, so the fixed price is most of it",
                     {"a": "the number of calls is the same on any device",
                      "b": "the loop also waits for the GPU at each read-back"}),
+    "06b.fresh_process": ("a", "memory freed earlier is often kept by the allocator and reused, hiding growth",
+                          {"b": "each rung runs alone; the point is a clean RSS baseline",
+                           "c": "RSS can be read any time; what matters is what was allocated before"}),
+    "06b.fill_every_slot": ("b", "np.zeros pages cost no RSS until written, so an unfilled ring would look cheap",
+                            {"a": "the arithmetic is the same either way; the RSS is not",
+                             "c": "sampling works on a partly filled ring"}),
 }
 
 
