@@ -9,8 +9,8 @@ The standard DQN preprocessing, written out by hand so it can be compared with g
       -> cv2.resize to 84x84 with INTER_AREA (each output pixel averages the input pixels it covers)
       -> (84, 84) uint8: 7,056 bytes instead of 100,800
 
-``blog_preprocess`` is the other recipe, the one of seed 000 (mean over colour channels, keep every
-second row and column); it is here to be measured, not used.
+``blog_preprocess`` is the other recipe, the one of the Stack Overflow question's agent (mean over colour
+channels, keep every second row and column); it is here to be measured, not used.
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def max_pool_downsample(prev_rgb: np.ndarray, last_rgb: np.ndarray, size: int = 
 
 
 def blog_preprocess(rgb: np.ndarray, cast: bool = True) -> np.ndarray:
-    """Seed 000's recipe: unweighted channel mean, cast to uint8, every second row and column.
+    """The Stack Overflow question's recipe: unweighted channel mean, cast to uint8, every second row and column.
 
     Returns a *view* (105, 80) of the full (210, 160) gray array: ``nbytes`` counts the view's 8,400
     bytes, but the 33,600-byte array behind it stays alive as long as the view does. ``np.mean``

@@ -1,4 +1,4 @@
-"""Seed 000's agent in PyTorch: the Keras-style DQN whose replay memory grew past 100 GB (notebook 01).
+"""The Stack Overflow question's agent in PyTorch: the Keras DQN whose process grew past 100 GB (notebook 01).
 
 The *pattern* of the blog-post agent, rebuilt so a learner can measure where its memory goes:
 
@@ -110,7 +110,7 @@ class BlogCNN(nn.Module):
 
 # -- the agent --------------------------------------------------------------------------------------
 class NaiveAgent:
-    """The Keras-style agent of seed 000, method for method: ``act``, ``remember``, ``replay``,
+    """The Keras-style agent of the Stack Overflow question, method for method: ``act``, ``remember``, ``replay``,
     ``train_target``. States are arrays with a leading batch axis of 1, as in the blog.
     """
 
@@ -325,7 +325,7 @@ def hold_env_frames(n: int = 1000, seed: int = 0) -> dict:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description="Run seed 000's naive agent and record RSS every few steps.")
+    p = argparse.ArgumentParser(description="Run the Stack Overflow question's agent; record RSS every few steps.")
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--frames", choices=FRAMES, default="blog")
     p.add_argument("--copy-states", action="store_true")
