@@ -1,4 +1,4 @@
-"""Checkpoint and resume the whole training state: networks, optimiser, replay memory, RNGs, counters (notebook 09).
+"""Checkpoint and resume the whole training state: networks, optimiser, replay memory, RNGs, counters (notebook 09b).
 
 Seeds 000 and 001 pickled their deque of tuples to disk and found it "extremely slow": pickle walks
 millions of Python objects. A replay memory that is a handful of big arrays can be written as raw

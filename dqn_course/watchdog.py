@@ -1,4 +1,4 @@
-"""A memory watchdog: warn, checkpoint and stop cleanly before the kernel's OOM killer does (notebook 09).
+"""A memory watchdog: warn, checkpoint and stop cleanly before the kernel's OOM killer does (notebook 09b).
 
 The OOM killer gives no warning and no chance to save: the process vanishes with ``Killed``
 (or Jupyter says "the kernel died") and hours of training go with it. The watchdog looks at two numbers

@@ -1,4 +1,4 @@
-"""Notebook 09's experiments on checkpoints: pickle against raw arrays, and a training run killed with SIGKILL.
+"""Notebook 09b's experiments on checkpoints: pickle against raw arrays, and a training run killed with SIGKILL.
 
 ``pickle_vs_arrays`` answers seeds 000 and 001, which pickled their deque of tuples and found saving
 "extremely slow". ``start_run`` / ``wait_for_checkpoint`` / ``kill_hard`` drive the training CLI in
