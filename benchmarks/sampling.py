@@ -109,8 +109,8 @@ def format_tables(rows: list[dict], capacity: int) -> str:
     return "\n".join(out)
 
 
-STORAGE_TARGET_BATCHES = 3_000  # issue 6: a compressed store samples >= 3,000 batches of 32 per second on one core
-MILLION_TARGET_BYTES = 10**9  # issue 6: 1M Breakout transitions in <= 1 GB
+STORAGE_TARGET_BATCHES = 3_000  # target: a compressed store samples >= 3,000 batches of 32 per second on one core
+MILLION_TARGET_BYTES = 10**9  # target: 1M Breakout transitions in <= 1 GB
 
 
 def measure_storages(plan, capacity: int, seconds: float, disk_dir: str) -> list[dict]:

@@ -1,7 +1,7 @@
 """Checkpoint and resume the whole training state: networks, optimiser, replay memory, RNGs, counters (notebook 09b).
 
-Seeds 000 and 001 pickled their deque of tuples to disk and found it "extremely slow": pickle walks
-millions of Python objects. A replay memory that is a handful of big arrays can be written as raw
+Pickling a deque of transition tuples to disk is "extremely slow" (as a post the course answers found):
+pickle walks millions of Python objects. A replay memory that is a handful of big arrays can be written as raw
 bytes at disk speed, so this module stores *arrays only*, in one file laid out as::
 
     MAGIC (8 bytes) | format version (uint32) | reserved (uint32) | header length (uint64)

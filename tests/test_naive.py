@@ -1,4 +1,4 @@
-"""Fast tests of dqn_course.lab.naive: seed 000's agent, its preprocessing traps and its memory growth."""
+"""Fast tests of dqn_course.lab.naive: the blog-post agent, its preprocessing traps and its memory growth."""
 from __future__ import annotations
 
 import json

@@ -1,7 +1,7 @@
 """Notebook 09b's experiments on checkpoints: pickle against raw arrays, and a training run killed with SIGKILL.
 
-``pickle_vs_arrays`` answers seeds 000 and 001, which pickled their deque of tuples and found saving
-"extremely slow". ``start_run`` / ``wait_for_checkpoint`` / ``kill_hard`` drive the training CLI in
+``pickle_vs_arrays`` answers the posts that pickled their deque of tuples and found saving "extremely
+slow". ``start_run`` / ``wait_for_checkpoint`` / ``kill_hard`` drive the training CLI in
 a child process, so the notebook (and tests/test_resume.py) can pull the plug on a real run.
 """
 from __future__ import annotations
