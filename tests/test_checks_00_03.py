@@ -94,36 +94,6 @@ def test_preprocess_none(capsys):
     assert "not answered yet" in capsys.readouterr().out.lower()
 
 
-# --- notebook 03 ----------------------------------------------------------------------------------
-
-def _worked_replay_bytes(n, dtype):
-    return n * 2 * 4 * 84 * 84 * np.dtype(dtype).itemsize
-
-
-def test_replay_bytes_right(capsys):
-    assert checks.check_replay_bytes(_worked_replay_bytes) is True
-    assert checks.check_replay_bytes(lambda n, dtype: n * 2 * state_bytes(dtype)) is True
-    assert "✓" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("wrong", [
-    lambda n, dtype: n * 4 * 84 * 84 * np.dtype(dtype).itemsize,  # s only
-    lambda n, dtype: n * 2 * 4 * 84 * 84,  # itemsize left out
-    lambda n, dtype: n * 2 * 4 * 84 * 84 * np.dtype(dtype).itemsize * 8,  # bits
-    lambda n, dtype: n * 2 * 84 * 84 * np.dtype(dtype).itemsize,  # no stack
-    lambda n, dtype: 2 * 4 * 84 * 84 * np.dtype(dtype).itemsize,  # n left out
-    lambda n, dtype: str(n * 2 * 4 * 84 * 84 * np.dtype(dtype).itemsize),  # not a number
-])
-def test_replay_bytes_wrong(wrong):
-    with pytest.raises(AssertionError):
-        checks.check_replay_bytes(wrong)
-
-
-def test_replay_bytes_none(capsys):
-    assert checks.check_replay_bytes(None) is None
-    assert "not answered yet" in capsys.readouterr().out.lower()
-
-
 # --- dqn_course.lab.frames, which the checks and notebooks 02-03 rely on -------------------------
 
 def test_hand_written_pipeline_equals_atari_preprocessing():

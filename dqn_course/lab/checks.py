@@ -238,40 +238,6 @@ def check_preprocess(preprocess) -> bool | None:
                    f"{len(_preprocess_check_frames())} real Breakout screens.")
 
 
-# --- notebook 03: dtypes ------------------------------------------------------------------------------------
-
-def check_replay_bytes(replay_bytes) -> bool | None:
-    """Notebook 03: ``replay_bytes(n, dtype)`` = bytes of n transitions storing s and s' as (4, 84, 84) ``dtype``."""
-    import numpy as np
-
-    if replay_bytes is None:
-        return _not_answered_yet("write `replay_bytes(n_transitions, dtype)` and pass the function (no brackets)")
-    assert callable(replay_bytes), (
-        f"pass the function itself, e.g. check_replay_bytes(replay_bytes), got {replay_bytes!r}")
-    state = 4 * 84 * 84
-    for n, dtype in ((1, np.uint8), (1, np.float32), (32, np.float16), (1_000_000, np.float64), (1_000_000, np.uint8)):
-        got = replay_bytes(n, dtype)
-        _require_number(got, f"replay_bytes({n:,}, np.{np.dtype(dtype).name})")
-        size = np.dtype(dtype).itemsize
-        expected = n * 2 * state * size
-        if got == expected:
-            continue
-        hints = {
-            expected // 2: "that stores one state; s' is kept as a separate copy too (x 2)",
-            n * 2 * state: ("every dtype gives the same answer: multiply by the bytes per pixel, "
-                            "np.dtype(dtype).itemsize"),
-            8 * expected: "that is bits; itemsize is already in bytes",
-            expected // 4: "each state is a stack of 4 frames (4 x 84 x 84 pixels)",
-            expected // n if n > 1 else -1: "multiply by the number of transitions n",
-        }
-        hint = hints.get(got, "bytes = n x 2 states x (4 x 84 x 84 pixels) x np.dtype(dtype).itemsize")
-        raise AssertionError(
-            f"replay_bytes({n:,}, np.{np.dtype(dtype).name}) returned {got:,}, expected {expected:,}: {hint}.")
-    return _passed("replay_bytes is right: n x 2 x 4x84x84 x itemsize "
-                   f"(1M transitions: {replay_bytes(1_000_000, np.uint8) / 1e9:.1f} GB as uint8, "
-                   f"{replay_bytes(1_000_000, np.float32) / 1e9:.1f} GB as float32).")
-
-
 # --- notebooks 03-06: predict, then measure; short questions --------------------------------------------------
 
 def check_prediction(prediction, measured, what: str, rel: float = 0.02) -> bool | None:
