@@ -226,21 +226,27 @@ def test_solution_cells_pass_their_checks(notebook, capsys):
     assert "✓" in out and "Not answered yet" not in out
 
 
-def test_predictions_and_questions(capsys):
+def test_predictions():
     assert checks.check_prediction(None, 10, "x") is None
     assert checks.check_prediction(100, 100.5, "x") is True
     with pytest.raises(AssertionError, match="measurement says"):
         checks.check_prediction(50, 100, "x")
     with pytest.raises(AssertionError, match="number"):
         checks.check_prediction("100", 100, "x")
-    for key, (right, _, _hints) in checks.QUESTIONS.items():
-        assert checks.check_question(key, right.upper()) is True
-        assert checks.check_question(key, None) is None
-        for wrong in set("abc") - {right}:
-            with pytest.raises(AssertionError, match="not"):
-                checks.check_question(key, wrong)
+
+
+@pytest.mark.parametrize("key", sorted(checks.QUESTIONS))
+def test_questions(key, capsys):
+    """Every notebook's short questions: the right letter (any case) passes, each wrong one gets its hint."""
+    right, _, hints = checks.QUESTIONS[key]
+    assert checks.check_question(key, right.upper()) is True
+    assert capsys.readouterr().out.startswith("✓")
+    assert checks.check_question(key, None) is None
+    for wrong in set("abc") - {right}:
+        with pytest.raises(AssertionError, match=f"not '{wrong}'"):
+            checks.check_question(key, wrong)
     with pytest.raises(AssertionError, match="one letter"):
-        checks.check_question("04.episode_end", "episode_end")
+        checks.check_question(key, "episode_end")
 
 
 # -- dqn_course.lab.ladder_plots (notebooks 05 and 06b) ----------------------------------------------------------

@@ -300,7 +300,7 @@ QUESTIONS = {
 
 
 def check_question(key: str, answer) -> bool | None:
-    """Notebooks 03-06: a short multiple-choice question; ``answer`` is a letter, e.g. ``"b"``."""
+    """Notebooks 03-10: a short multiple-choice question; ``answer`` is a letter, e.g. ``"b"``."""
     right, why, hints = QUESTIONS[key]
     if answer is None:
         return _not_answered_yet("write the letter of your answer, e.g. \"a\"")
