@@ -108,3 +108,28 @@ def test_restore_in_place_undoes_warm_up_updates(warm):
     learner.learn(1)
     for (name, a), b in zip(ref_agent.q.state_dict().items(), agent.q.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU"))])
+def test_device_learner_carries_on_identically_after_a_resume(tmp_path, device):
+    """As ``train`` does on --resume: the learner is built first, the checkpoint restored into its agent and memory
+    afterwards, and only then does it learn (on CUDA: captures its graph). It must go on as the saved run would."""
+    from dqn_course.checkpoint import read_checkpoint, restore_training_state, training_state, write_checkpoint
+
+    agent = DQNAgent(4, device, seed=7)
+    memory = filled(device, seed=7)
+    learner = DeviceLearner(agent, memory, 32)
+    learner.learn(3)
+    learner.mean_loss()
+    write_checkpoint(tmp_path / "s.ckpt", *training_state(agent, memory, {"step": 1, "updates": 3, "episodes": 0},
+                                                          {}))
+
+    fresh_agent, fresh_memory = DQNAgent(4, device, seed=99), filled(device, seed=99, steps=50)
+    fresh = DeviceLearner(fresh_agent, fresh_memory, 32)
+    restore_training_state(*read_checkpoint(tmp_path / "s.ckpt"), fresh_agent, fresh_memory)
+    learner.learn(4)
+    fresh.learn(4)
+    assert fresh.mean_loss() == pytest.approx(learner.mean_loss(), rel=1e-4)
+    for (name, a), b in zip(agent.q.state_dict().items(), fresh_agent.q.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
