@@ -243,8 +243,9 @@ def test_questions(key, capsys):
     assert capsys.readouterr().out.startswith("✓")
     assert checks.check_question(key, None) is None
     for wrong in set("abc") - {right}:
-        with pytest.raises(AssertionError, match=f"not '{wrong}'"):
+        with pytest.raises(AssertionError, match=f"not '{wrong}'") as raised:
             checks.check_question(key, wrong)
+        assert hints.get(wrong, "look again at the measurements above") in str(raised.value)
     with pytest.raises(AssertionError, match="one letter"):
         checks.check_question(key, "episode_end")
 
