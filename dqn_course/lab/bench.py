@@ -220,11 +220,6 @@ def calls_per_second(fn, seconds: float, rounds: int = 3) -> float:
     return 1e3 / stats["best_ms"]
 
 
-def batches_per_second(memory, batch_size: int = 32, min_seconds: float = 1.0, rounds: int = 3) -> float:
-    """Sampling rate of ``memory`` in batches per wall-clock second (see ``sampling_rates``)."""
-    return sampling_rates(memory, batch_size, min_seconds, rounds)["batches_per_s"]
-
-
 def _minor_faults() -> int:
     """Minor page faults of this process so far (a fresh page touched for the first time)."""
     return 0 if resource is None else resource.getrusage(resource.RUSAGE_SELF).ru_minflt
