@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: setup lab test lint unit notebooks train train-quick train-cpu figures readme bench bench-gpu clean
+.PHONY: setup lab test lint unit notebooks execute train train-quick train-cpu figures readme bench bench-gpu clean
 
 setup: $(VENV)/.installed
 
@@ -36,6 +36,11 @@ unit: setup
 
 notebooks: setup
 	$(TEST_ENV) $(PY) -m pytest --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+# Re-execute notebooks in default mode, one at a time, on a quiet machine, recording each execution in
+# data/executions.json (refuses while another execution or other heavy work runs). `make execute NB="07 06b"` for some.
+execute: setup
+	$(PY) data/execute_notebooks.py $(NB)
 
 # The full Breakout run (Nature/CleanRL learning settings, 10M steps, fast path): meant for a GPU machine.
 train: setup

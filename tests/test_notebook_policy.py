@@ -1,0 +1,104 @@
+"""The notebooks' rules that a reader checks by eye, checked here (notebooks/README.md states them):
+
+* ``nbval-ignore-output`` only where an output varies, and the cell says why on its first line (``# varies: ...``);
+  an ``answer`` cell (a prediction's measurement) says so instead (``# answer: ...``);
+* ``answer`` and ``solution`` cells are committed without outputs, and solutions are skipped by nbval;
+* no test-harness chatter, colour codes or paths of the machine that executed them on the page.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+CHATTER = re.compile(r"compared by the tests|nbval|not compared", re.IGNORECASE)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+MACHINE_PATHS = re.compile(r"(/\.venv/|/site-packages/|/work/|/home/\w+|/tmp/pytest|/root/)")
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else (value or "")
+
+
+def output_text(cell: dict) -> str:
+    parts = []
+    for out in cell.get("outputs", []):
+        parts.append(_text(out.get("text")))
+        parts.append(_text(out.get("data", {}).get("text/plain")))
+        parts += [_text(line) for line in out.get("traceback", [])]
+    return "".join(parts)
+
+
+def problems(nb: dict) -> list[str]:
+    """Every breach of the rules above in one notebook, as readable lines (empty when it keeps them)."""
+    found = []
+    for i, cell in enumerate(nb["cells"]):
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        source = _text(cell.get("source"))
+        first = source.lstrip().split("\n", 1)[0]
+        if cell["cell_type"] == "markdown":
+            if CHATTER.search(source):
+                found.append(f"cell {i}: markdown talks about the test harness")
+            continue
+        if "nbval-ignore-output" in tags:
+            if "answer" in tags:
+                if not first.startswith("# answer:"):
+                    found.append(f"cell {i}: an answer cell must start with '# answer: ...'")
+            elif not first.startswith("# varies:"):
+                found.append(f"cell {i}: ignored by nbval without a first line '# varies: <why>'")
+        if tags & {"answer", "solution"} and cell.get("outputs"):
+            found.append(f"cell {i}: an {'answer' if 'answer' in tags else 'solution'} cell committed with outputs")
+        if "answer" in tags and "nbval-ignore-output" not in tags:
+            found.append(f"cell {i}: an answer cell (committed empty) must be tagged nbval-ignore-output")
+        if "solution" in tags and "nbval-skip" not in tags:
+            found.append(f"cell {i}: a solution cell without nbval-skip")
+        text = output_text(cell)
+        if ANSI.search(text):
+            found.append(f"cell {i}: colour codes in the output")
+        if MACHINE_PATHS.search(text):
+            found.append(f"cell {i}: a path of the executing machine in the output ({MACHINE_PATHS.search(text)[0]})")
+        if CHATTER.search(text) or CHATTER.search(re.sub(r"#.*nbval.*", "", source)):
+            found.append(f"cell {i}: talks about the test harness")
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_keeps_the_rules(path):
+    assert problems(json.loads(path.read_text(encoding="utf-8"))) == []
+
+
+def _cell(source: str, tags=(), outputs=()) -> dict:
+    return {"cell_type": "code", "metadata": {"tags": list(tags)}, "source": source, "outputs": list(outputs)}
+
+
+OUT = [{"output_type": "stream", "name": "stdout", "text": "7,056\n"}]
+
+
+@pytest.mark.parametrize("cell, expected", [
+    (_cell("print(t)", ["nbval-ignore-output"], OUT), "without a first line '# varies"),
+    (_cell("m = measure()", ["answer", "nbval-ignore-output"]), "must start with '# answer"),
+    (_cell("# answer: run this after\nm = 1", ["answer", "nbval-ignore-output"], OUT), "answer cell committed"),
+    (_cell("# answer: run this after\nm = 1", ["answer"]), "must be tagged nbval-ignore-output"),
+    (_cell("# Solution\ncheck(1)", ["solution"]), "solution cell without nbval-skip"),
+    (_cell("print(1)", [], [{"output_type": "stream", "name": "stderr", "text": "\x1b[36mray\x1b[0m\n"}]),
+     "colour codes"),
+    (_cell("print(p)", [], [{"output_type": "stream", "name": "stdout", "text": "/work/main/.venv/lib\n"}]),
+     "a path of the executing machine"),
+    ({"cell_type": "markdown", "metadata": {}, "source": "This cell is not compared by the tests."},
+     "test harness"),
+])
+def test_each_breach_is_found(cell, expected):
+    found = problems({"cells": [cell]})
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_a_cell_that_keeps_the_rules_passes():
+    assert problems({"cells": [_cell("# varies: timing\nprint(t)", ["nbval-ignore-output"], OUT),
+                               _cell("# answer: run this after your prediction\nm = 1",
+                                     ["answer", "nbval-ignore-output"]),
+                               _cell("# Solution\ncheck(1)", ["solution", "nbval-skip"]),
+                               _cell("print(7056)", [], OUT)]}) == []
