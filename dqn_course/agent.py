@@ -15,7 +15,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from dqn_course.device import Uploader
+from dqn_course import check_arg
+from dqn_course.device import Uploader, check_device
 from dqn_course.networks import NatureCNN
 from dqn_course.replay import Batch
 
@@ -48,6 +49,15 @@ class DQNAgent:
     def __init__(self, n_actions: int, device: torch.device | str = "cpu", lr: float = 1e-4, gamma: float = 0.99,
                  double: bool = False, max_grad_norm: float | None = 10.0, in_channels: int = 4,
                  seed: int | None = None):
+        check_arg("n_actions", n_actions, integer=True, low=1)
+        check_arg("lr", lr, above=0)
+        check_arg("gamma", gamma, low=0, high=1)
+        check_arg("max_grad_norm", max_grad_norm, above=0, optional=True)
+        check_arg("in_channels", in_channels, integer=True, low=1)
+        check_arg("seed", seed, integer=True, low=0, optional=True)
+        if not isinstance(double, (bool, np.bool_)):
+            raise ValueError(f"double must be True or False, got {double!r}")
+        check_device(device, f"device={str(device)!r}")
         if seed is not None:
             torch.manual_seed(seed)
         self.device = torch.device(device)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -161,14 +162,24 @@ def checkpoint_path(directory: str | os.PathLike, step: int) -> Path:
     return Path(directory) / f"state-{step:010d}.ckpt"
 
 
+_NAME = re.compile(r"state-(\d+)\.ckpt")  # what checkpoint_path writes; nothing else in a run folder is ours
+
+
 def checkpoint_step(path: str | os.PathLike) -> int:
-    """The step in a ``state-<step>.ckpt`` name."""
-    return int(Path(path).stem.split("-")[1])
+    """The step in a ``state-<step>.ckpt`` name (``ValueError`` for any other name)."""
+    match = _NAME.fullmatch(Path(path).name)
+    if match is None:
+        raise ValueError(f"{Path(path).name!r} is not a checkpoint name (state-<step>.ckpt)")
+    return int(match.group(1))
 
 
 def list_checkpoints(directory: str | os.PathLike) -> list[Path]:
-    """Training-state checkpoints in ``directory``, oldest first (by the step in their name)."""
-    return sorted(Path(directory).glob("state-*.ckpt"))
+    """Training-state checkpoints in ``directory``, oldest first (by the step in their name).
+
+    Only names ``checkpoint_path`` writes (``state-<digits>.ckpt``) count: any other file a user puts in the
+    run folder (``state-abc.ckpt``, ``state-1.ckpt.bak``) is neither read nor pruned.
+    """
+    return sorted((p for p in Path(directory).glob("state-*.ckpt") if _NAME.fullmatch(p.name)), key=checkpoint_step)
 
 
 def latest_checkpoint(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict, Path]:
@@ -206,7 +217,8 @@ def prune_checkpoints(directory: str | os.PathLike, keep: int, step: int) -> Non
     for old in [p for p in list_checkpoints(directory) if checkpoint_step(p) > step] + (kept[:-keep] if keep else []):
         old.unlink()
     for tmp in Path(directory).glob("state-*.ckpt.tmp"):
-        tmp.unlink()
+        if _NAME.fullmatch(tmp.name[:-len(".tmp")]):
+            tmp.unlink()
 
 
 # -- the training state -----------------------------------------------------------------------------------------

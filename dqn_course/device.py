@@ -47,3 +47,37 @@ class Uploader:
         self._copied = torch.cuda.Event()
         self._copied.record()
         return out
+
+
+def check_device(device, shown: str | None = None) -> None:
+    """Refuse a ``device`` torch cannot use here (``ConfigError`` saying what to use instead); "" / None pass.
+
+    ``shown`` is how the message names the setting (``--device cuda`` for the CLI, ``device='cuda'`` for
+    the Python API).
+    """
+    from dqn_course import ConfigError
+
+    if device is None or device == "":
+        return
+    if not isinstance(device, (str, torch.device)):
+        raise ConfigError(f"{shown or 'device'} must be a torch device or its name ('cpu', 'cuda', 'cuda:0', "
+                          f"'mps'), got {device!r}")
+    shown = shown or f"--device {device}"
+    cpu, leave_out = ("--device cpu", "leave --device out") if shown.startswith("--") else ("device='cpu'",
+                                                                                          "pass device=None")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as e:
+        raise ConfigError(f"{shown}: {str(device)!r} is not a torch device ({e}); use cpu, cuda, cuda:N or "
+                          f"mps") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        build = f"a CUDA {torch.version.cuda} build of torch" if torch.version.cuda else "a CPU-only build of torch"
+        raise ConfigError(f"{shown} asks for a CUDA GPU, but this is {build} and it sees no GPU: "
+                          f"use {cpu} (or {leave_out}: the GPU is used when there is one), "
+                          f"or install a CUDA build of torch on a machine with an NVIDIA GPU")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ConfigError(f"{shown}: this machine has {torch.cuda.device_count()} CUDA device(s), numbered from 0")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"{shown}: Apple's MPS backend is not available here; use {cpu}")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"{shown}: the course runs on cpu, cuda or mps")

@@ -54,7 +54,7 @@ try:
 except ImportError as e:  # Ray is the "distributed" extra
     raise ImportError('dqn_course.distributed needs Ray: pip install "dqn-course[distributed]"') from e
 
-from dqn_course import parse_bool
+from dqn_course import ConfigError, check_fields, check_ranges, parse_bool, require
 from dqn_course.cleanup import OwnedTempDir, exit_on_signals, hold_exit_signals, release_exit_signals
 from dqn_course.envs import make_breakout
 from dqn_course.replay import Batch, MultiStreamMemory
@@ -67,6 +67,11 @@ if TYPE_CHECKING:
 
 N_ACTIONS = 4  # Breakout's action set (NOOP, FIRE, RIGHT, LEFT)
 Transition = tuple  # (state, action, reward, next_state, done, episode_end), as replay.add takes them
+
+
+def _dist_flag(name: str) -> str:
+    """How the CLI spells a ``DistConfig`` field (``num_workers`` is ``--workers``)."""
+    return "--workers" if name == "num_workers" else "--" + name.replace("_", "-")
 
 
 @dataclass
@@ -105,35 +110,32 @@ class DistConfig:
     start_timeout_seconds: float = 900.0  # fail if an actor has not started after this long; 0: wait for ever
 
     def validate(self) -> None:
-        """Refuse settings that cannot work, with what to change (before any actor starts)."""
-        positive = ("num_workers", "total_steps", "chunk", "batch_size", "target_sync_every", "push_every",
-                    "updates_per_call", "prefetch", "buffer_size")
-        for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.learning_starts < self.batch_size + self.num_workers:
-            raise ValueError(f"learning_starts must be at least batch_size + num_workers = "
-                             f"{self.batch_size + self.num_workers} (each stream holds back one transition), "
-                             f"got {self.learning_starts}")
-        if self.buffer_size // self.num_workers < self.chunk + 5:
-            raise ValueError(f"buffer_size // num_workers must be at least chunk + 5 = {self.chunk + 5} frames per "
-                             f"stream, got {self.buffer_size} // {self.num_workers}")
-        if self.max_learning_seconds is not None and self.max_learning_seconds <= 0:
-            raise ValueError(f"max_learning_seconds must be positive or None, got {self.max_learning_seconds}")
-        if self.max_restarts < 0:
-            raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
+        """Refuse settings that cannot work, before any actor starts: ``ConfigError`` (a ``ValueError``) naming
+        the setting, its value and what to change. The same field-type check as ``train.Config``
+        (``dqn_course.check_fields``), then ranges, then the rules between fields."""
+        flag = _dist_flag
+        check_fields(self, flag)
+        check_ranges(self, flag=flag,
+                     positive=("num_workers", "total_steps", "chunk", "batch_size", "target_sync_every", "push_every",
+                               "updates_per_call", "prefetch", "buffer_size", "lr", "max_grad_norm",
+                               "max_episode_steps", "eval_max_steps", "max_learning_seconds",
+                               "pending_report_seconds"),
+                     non_negative=("learning_starts", "eps_alpha", "eval_episodes", "max_restarts", "seed",
+                                   "learner_threads", "start_timeout_seconds"),
+                     fractions=("gamma", "eps_base", "epsilon", "eval_epsilon"))
+        require(self.learning_starts >= self.batch_size + self.num_workers,
+                f"--learning-starts must be at least --batch-size + --workers = {self.batch_size + self.num_workers} "
+                f"(each stream holds back one transition), got {self.learning_starts}")
+        require(self.learning_starts < self.total_steps,
+                f"--learning-starts {self.learning_starts} is not below --total-steps {self.total_steps}: the run "
+                f"would end before the learner's first update; lower --learning-starts or raise --total-steps")
+        require(self.buffer_size // self.num_workers >= self.chunk + 5,
+                f"--buffer-size // --workers must be at least --chunk + 5 = {self.chunk + 5} frames per stream, "
+                f"got {self.buffer_size} // {self.num_workers}; raise --buffer-size or lower --chunk")
         c = self.cpus_per_actor
-        if (not isinstance(c, (int, float)) or isinstance(c, bool) or not c > 0
-                or not (c <= 1 or float(c).is_integer())):
-            raise ValueError(f"cpus_per_actor must be a fraction in (0, 1] or a whole number of CPUs (Ray's rule), "
-                             f"got {c!r}")
-        if c < 1e-4:
-            raise ValueError(f"cpus_per_actor must be at least 0.0001 (Ray's resource precision), got {c}")
-        if not self.pending_report_seconds > 0:
-            raise ValueError(f"pending_report_seconds must be positive, got {self.pending_report_seconds}")
-        if not self.start_timeout_seconds >= 0:
-            raise ValueError(f"start_timeout_seconds must be >= 0 (0: no limit), got {self.start_timeout_seconds}")
+        require(c > 0 and (c <= 1 or float(c).is_integer()),
+                f"--cpus-per-actor must be a fraction in (0, 1] or a whole number of CPUs (Ray's rule), got {c!r}")
+        require(c >= 1e-4, f"--cpus-per-actor must be at least 0.0001 (Ray's resource precision), got {c}")
 
     def actors_at_once(self) -> int:
         """Actors that hold ``cpus_per_actor`` CPUs at the same time: the learner and every worker."""
@@ -956,7 +958,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg, args = parse_args(argv)
     try:
         cfg.validate()
-    except ValueError as err:
+    except ConfigError as err:
         _fail(str(err), 2)
     try:
         summary = run(cfg, address=args.address)

@@ -23,6 +23,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, RecordEpisodeStatistics
 
+from dqn_course import check_arg
+
 ENV_ID = "ALE/Breakout-v5"
 _registered = False
 
@@ -78,6 +80,10 @@ def make_breakout(seed: int | None = None, frame_stack: int = 4, max_episode_ste
     own limit of 108,000 frames (27,000 agent steps) truncates it. ``frame_stack=1`` gives single
     84x84 frames, which is what the frame-sharing memory stores.
     """
+    check_arg("seed", seed, integer=True, low=0, optional=True)
+    check_arg("frame_stack", frame_stack, integer=True, low=1)
+    check_arg("max_episode_steps", max_episode_steps, integer=True, low=1, optional=True)
+    check_arg("noop_max", noop_max, integer=True, low=0)
     _register()
     env = gym.make(ENV_ID, frameskip=1, repeat_action_probability=0.0, render_mode=render_mode)
     env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=4, screen_size=84, terminal_on_life_loss=False,

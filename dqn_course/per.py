@@ -227,8 +227,7 @@ class PrioritizedMemory:
         return [self.rng, *self.memory.generators()]
 
     def sample(self, batch_size: int, beta: float = 0.4) -> Batch:
-        if len(self.memory) < batch_size:
-            raise ValueError(f"cannot sample {batch_size} transitions: only {len(self.memory)} can be sampled so far")
+        self.memory._check_batch_size(batch_size)  # an integer, and no more than the memory holds
         leaves = self.tree.sample(batch_size, self.rng)
         streams, slots = np.divmod(leaves, self.stream_capacity)
         order = np.argsort(streams, kind="stable")  # group by stream; the learner does not care about order

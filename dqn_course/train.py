@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from dqn_course import parse_bool
+from dqn_course import ConfigError, check_fields, check_ranges, parse_bool, require
 from dqn_course.agent import DQNAgent
 from dqn_course.checkpoint import (
     CheckpointError,
@@ -48,7 +48,7 @@ from dqn_course.checkpoint import (
     training_state,
     write_checkpoint,
 )
-from dqn_course.device import pick_device
+from dqn_course.device import check_device, pick_device
 from dqn_course.envs import make_breakout, make_vector_envs
 from dqn_course.learner import DeviceLearner, EagerLearner
 from dqn_course.profiling import InsufficientMemoryError, check_fits, rss_bytes
@@ -104,8 +104,11 @@ class Config:
     def validate(self) -> None:
         """Refuse settings that cannot work, before anything is built; raises ``ConfigError`` saying what to change.
 
-        Also refuses (``InsufficientMemoryError`` / ``InsufficientDiskError``) a replay memory that does not
-        fit in this machine's RAM or on its disk, and a ``device`` that torch cannot use.
+        Every field is checked against its annotation (``dqn_course.check_fields``, shared with ``DistConfig``:
+        ``double="false"`` or ``lr="fast"`` are refused by name), then ranges and the rules between fields.
+        numpy numbers and paths are stored back as plain ints, floats and strings. Also refuses
+        (``InsufficientMemoryError`` / ``InsufficientDiskError``) a replay memory that does not fit in this
+        machine's RAM or on its disk, and a ``device`` that torch cannot use.
         """
         _check_config(self)
 
@@ -133,19 +136,12 @@ PRESETS: dict[str, Config] = {
 }
 
 
-class ConfigError(ValueError):
-    """Settings that cannot work; the message says what to change. The CLI prints it and exits with status 2."""
-
-
 ENV_BACKENDS = ("gymnasium", "ale")
 _POSITIVE = ("total_steps", "buffer_size", "batch_size", "target_sync_every", "train_every", "eval_every",
-             "eval_episodes", "eval_max_steps", "checkpoint_every", "num_envs")
-_NON_NEGATIVE = ("learning_starts", "keep_checkpoints", "time_limit", "max_rss_gb", "min_available_gb", "per_alpha")
+             "eval_episodes", "eval_max_steps", "checkpoint_every", "num_envs", "lr", "max_grad_norm")
+_NON_NEGATIVE = ("learning_starts", "keep_checkpoints", "time_limit", "max_rss_gb", "min_available_gb", "per_alpha",
+                 "seed")
 _FRACTIONS = ("gamma", "eps_start", "eps_end", "eval_epsilon", "per_beta0")  # each in [0, 1]
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 def _writable_folder(path: Path, what: str) -> None:
@@ -161,46 +157,16 @@ def _writable_folder(path: Path, what: str) -> None:
         raise ConfigError(f"{what} {path} cannot be written ({e}): choose another folder") from None
 
 
-def _check_device(name: str) -> None:
-    if not name:
-        return
-    try:
-        device = torch.device(name)
-    except RuntimeError as e:
-        raise ConfigError(f"--device {name!r} is not a torch device ({e}); use cpu, cuda, cuda:N or mps") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        build = f"a CUDA {torch.version.cuda} build of torch" if torch.version.cuda else "a CPU-only build of torch"
-        raise ConfigError(f"--device {name} asks for a CUDA GPU, but this is {build} and it sees no GPU: "
-                          f"use --device cpu (or leave --device out: the GPU is used when there is one), "
-                          f"or install a CUDA build of torch on a machine with an NVIDIA GPU")
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise ConfigError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s), "
-                          f"numbered from 0")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"--device {name}: Apple's MPS backend is not available here; use --device cpu")
-    if device.type not in ("cpu", "cuda", "mps"):
-        raise ConfigError(f"--device {name}: the course runs on cpu, cuda or mps")
-
-
 def _check_config(cfg: Config) -> None:
-    """``Config.validate``'s checks, cheapest first; the replay's RAM/disk check last (it looks at the machine)."""
-    for name in _POSITIVE:
-        value = getattr(cfg, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"{_flag(name)} must be a positive whole number, got {value!r}")
-    for name in _NON_NEGATIVE:
-        value = getattr(cfg, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ConfigError(f"{_flag(name)} must be >= 0, got {value!r}")
-    for name in _FRACTIONS:
-        value = getattr(cfg, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-            raise ConfigError(f"{_flag(name)} must be between 0 and 1, got {value!r}")
-    if not cfg.lr > 0 or not cfg.max_grad_norm > 0:
-        raise ConfigError(f"--lr and --max-grad-norm must be > 0, got {cfg.lr!r} and {cfg.max_grad_norm!r}")
-    if not 0 < cfg.eps_fraction <= 1:
-        raise ConfigError(f"--eps-fraction (of total steps over which ε decays) must be in (0, 1], "
-                          f"got {cfg.eps_fraction!r}")
+    """``Config.validate``'s checks, cheapest first; the replay's RAM/disk check last (it looks at the machine).
+
+    Every field against its annotation first (``dqn_course.check_fields``, shared with ``DistConfig``), then
+    ranges, then the rules between fields.
+    """
+    check_fields(cfg)
+    check_ranges(cfg, positive=_POSITIVE, non_negative=_NON_NEGATIVE, fractions=_FRACTIONS)
+    require(0 < cfg.eps_fraction <= 1, f"--eps-fraction (of total steps over which ε decays) must be in (0, 1], "
+                                       f"got {cfg.eps_fraction!r}")
     if cfg.replay_storage not in STORAGES:
         raise ConfigError(f"--replay-storage must be one of {', '.join(STORAGES)}, got {cfg.replay_storage!r}")
     if cfg.env_backend not in ENV_BACKENDS:
@@ -216,7 +182,13 @@ def _check_config(cfg: Config) -> None:
         raise ConfigError(f"--learning-starts {cfg.learning_starts} is too early for --batch-size {cfg.batch_size}: "
                           f"the first update samples {cfg.batch_size} stored transitions; use --learning-starts "
                           f"{cfg.batch_size} or more (the Nature setting is 50,000)")
-    _check_device(cfg.device)
+    require(cfg.learning_starts < cfg.total_steps,
+            f"--learning-starts {cfg.learning_starts} is not below --total-steps {cfg.total_steps}: the run would "
+            f"end before its first update; lower --learning-starts or raise --total-steps")
+    require(not (cfg.per and cfg.replay_on_device),
+            "--per true needs --replay-on-device false: prioritized replay samples on the host (its sum tree and "
+            "importance weights), and the device learner samples on the device; drop one of the two")
+    check_device(cfg.device)
     out = Path(cfg.out_dir)
     _writable_folder(out, "--out-dir")
     frames = cfg.buffer_size // cfg.num_envs * cfg.num_envs

@@ -83,20 +83,41 @@ def test_worker_epsilons_follow_apex():
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(num_workers=0), "num_workers must be a positive integer"),
-    (dict(chunk=2.5), "chunk must be a positive integer"),
-    (dict(learning_starts=5), "learning_starts must be at least"),
-    (dict(buffer_size=20), "buffer_size // num_workers"),
-    (dict(max_learning_seconds=0), "max_learning_seconds"),
-    (dict(max_restarts=-1), "max_restarts"),
-    (dict(cpus_per_actor=1.5), "cpus_per_actor must be a fraction"),
-    (dict(cpus_per_actor=0), "cpus_per_actor must be a fraction"),
-    (dict(pending_report_seconds=0), "pending_report_seconds"),
-    (dict(start_timeout_seconds=-1), "start_timeout_seconds"),
+    (dict(num_workers=0), "--workers must be a positive whole number, got 0"),
+    (dict(chunk=2.5), r"--chunk \(DistConfig.chunk\) must be a whole number \(int\), got 2.5"),
+    (dict(learning_starts=5), "--learning-starts must be at least"),
+    (dict(learning_starts=200), "--learning-starts 200 is not below --total-steps 200"),
+    (dict(buffer_size=20), "--buffer-size // --workers"),
+    (dict(max_learning_seconds=0), "--max-learning-seconds must be > 0"),
+    (dict(max_restarts=-1), "--max-restarts must be >= 0"),
+    (dict(cpus_per_actor=1.5), "--cpus-per-actor must be a fraction"),
+    (dict(cpus_per_actor=0), "--cpus-per-actor must be a fraction"),
+    (dict(pending_report_seconds=0), "--pending-report-seconds must be > 0"),
+    (dict(start_timeout_seconds=-1), "--start-timeout-seconds must be >= 0"),
+    # what validate used to let through
+    (dict(lr=-1), "--lr must be > 0, got -1"),
+    (dict(gamma=5), "--gamma must be between 0 and 1, got 5"),
+    (dict(epsilon=-0.5), "--epsilon must be between 0 and 1, got -0.5"),
+    (dict(eval_epsilon=3), "--eval-epsilon must be between 0 and 1, got 3"),
+    (dict(max_episode_steps=0), "--max-episode-steps must be a positive whole number, got 0"),
+    (dict(double="false"), r"--double \(DistConfig.double\) must be True or False, got 'false'"),
+    (dict(seed="abc"), r"--seed \(DistConfig.seed\) must be a whole number \(int\), got 'abc'"),
+    (dict(lr="fast"), r"--lr \(DistConfig.lr\) must be a number, got 'fast'"),
+    (dict(lr=float("nan")), "must be a finite number"),
+    (dict(epsilon="x"), "must be a number"),
 ])
 def test_config_refuses_bad_settings(change, message):
-    with pytest.raises(ValueError, match=message):
+    from dqn_course import ConfigError
+
+    with pytest.raises(ConfigError, match=message) as info:
         dataclasses.replace(TINY, **change).validate()
+    assert info.traceback[-1].path.parent.name == "dqn_course", "the error comes from the package's check"
+
+
+def test_config_accepts_optional_none_and_numpy_numbers():
+    cfg = dataclasses.replace(TINY, epsilon=None, max_episode_steps=None, batch_size=np.int64(8), lr=np.float32(1e-3))
+    cfg.validate()
+    assert type(cfg.batch_size) is int and type(cfg.lr) is float  # plain numbers: the config stays JSON-able
 
 
 def _nodes(*cpus: float, gpus: tuple = ()) -> list[dict]:
@@ -138,7 +159,7 @@ def test_cli_reports_bad_settings_like_argparse(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--workers", "2", "--cpus-per-actor", "1.5"])
     assert exit_.value.code == 2
-    assert capsys.readouterr().err.strip() == ("error: cpus_per_actor must be a fraction in (0, 1] or a whole number "
+    assert capsys.readouterr().err.strip() == ("error: --cpus-per-actor must be a fraction in (0, 1] or a whole number "
                                                "of CPUs (Ray's rule), got 1.5")
     assert not ray.is_initialized()  # refused before Ray was started
 

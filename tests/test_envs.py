@@ -147,7 +147,6 @@ def test_vector_breakout_steps_two_envs():
         env.close()
 
 
-@pytest.mark.skipif(not hasattr(envs, "make_vector_envs"), reason="no make_vector_envs")
 @pytest.mark.parametrize("backend", ["gymnasium", "ale"])
 def test_make_vector_envs_backends_agree_on_shapes(backend):
     env = envs.make_vector_envs(2, seed=0, backend=backend)

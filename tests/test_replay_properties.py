@@ -30,6 +30,7 @@ from dqn_course.replay import (
     MEMORY_CLASSES,
     FoldedRingMemory,
     FrameSharingMemory,
+    MultiStreamMemory,
     NaiveDequeMemory,
     StackedRingMemory,
 )
@@ -138,12 +139,6 @@ class StackingEnv:
 
 
 # -- the memories under test ------------------------------------------------------------------------
-def _accepts_device() -> bool:
-    import inspect
-
-    return "device" in inspect.signature(FrameSharingMemory.__init__).parameters
-
-
 def make_memories(stack, frame_shape, capacity, seed, padding="repeat", torch_cpu=False) -> dict:
     obs_shape = (stack, *frame_shape)
     memories = {
@@ -153,7 +148,7 @@ def make_memories(stack, frame_shape, capacity, seed, padding="repeat", torch_cp
         "folded": FoldedRingMemory(capacity, obs_shape, seed=seed),
         "frame_sharing": FrameSharingMemory(capacity, obs_shape, seed=seed, padding=padding),
     }
-    if torch_cpu and _accepts_device():
+    if torch_cpu:
         # The device code path (frames as a torch tensor, gathered with torch indexing), on the CPU.
         memories["frame_sharing_torch"] = FrameSharingMemory(capacity, obs_shape, seed=seed, padding=padding,
                                                              device="cpu")
@@ -341,7 +336,6 @@ def test_memories_match_reference_zero_padding(sc):
     run_scenario(sc, padding="zero", check_every=3, final_draws=1500)
 
 
-@pytest.mark.skipif(not _accepts_device(), reason="FrameSharingMemory has no device option")
 @settings(max_examples=MAX_EXAMPLES // 4, deadline=None, derandomize=True)
 @given(scenarios(), st.sampled_from(["repeat", "zero"]))
 def test_frame_sharing_torch_storage_matches_reference(sc, padding):
@@ -415,10 +409,6 @@ def test_reference_helpers_roundtrip():
 
 
 # -- MultiStreamMemory: one frame-sharing ring per env of a vector env ------------------------------
-try:
-    from dqn_course.replay import MultiStreamMemory
-except ImportError:  # pragma: no cover - older package
-    MultiStreamMemory = None
 
 
 @st.composite
@@ -432,7 +422,6 @@ def multi_stream_scenarios(draw):
     return stack, streams, capacity, which, steps, draw(st.integers(0, 2**16))
 
 
-@pytest.mark.skipif(MultiStreamMemory is None, reason="no MultiStreamMemory")
 @settings(max_examples=MAX_EXAMPLES // 2, deadline=None, derandomize=True)
 @given(multi_stream_scenarios(), st.sampled_from(["repeat", "zero"]))
 def test_multi_stream_memory_matches_per_stream_references(scenario, padding):
@@ -509,7 +498,6 @@ def test_sampling_is_uniform_over_what_is_held(name):
     assert counts.min() > 0.75 * expected and counts.max() < 1.25 * expected, (counts.min(), counts.max(), expected)
 
 
-@pytest.mark.skipif(MultiStreamMemory is None, reason="no MultiStreamMemory")
 def test_multi_stream_draws_streams_in_proportion_to_what_they_hold():
     # Stream 0 gets 6 of every 7 transitions: uniform over transitions means ~6/7 of draws from it.
     memory = _uniform_fill(lambda: MultiStreamMemory(440, 2, (4, 3, 3), seed=3),

@@ -87,7 +87,7 @@ def quick_config(out: Path, **overrides):
 
 
 def test_resume_refuses_a_different_replay_shape(tmp_path):
-    summary = train(quick_config(tmp_path, total_steps=8, max_rss_gb=1e-6))
+    summary = train(quick_config(tmp_path, total_steps=600, max_rss_gb=1e-6))  # the watchdog stops it at step 1
     assert summary["stopped"]
     with pytest.raises(CheckpointError, match="buffer_size: saved 10000, now 20000"):
         load_resume(quick_config(tmp_path, resume=str(tmp_path), buffer_size=20_000))

@@ -37,15 +37,43 @@ class Batch(NamedTuple):
     indices: np.ndarray | None = None  # (B,) int64 where to send new priorities (prioritized replay only)
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def check_obs_shape(obs_shape) -> tuple[int, ...]:
+    """``obs_shape`` as a tuple: (stack, *frame_shape), at least two positive whole numbers; else ``ValueError``."""
+    if isinstance(obs_shape, (str, bytes)) or not isinstance(obs_shape, (tuple, list, np.ndarray)):
+        raise ValueError(f"obs_shape must be a tuple (stack, *frame_shape) such as (4, 84, 84), got {obs_shape!r}")
+    if any(isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) for d in obs_shape):
+        raise ValueError(f"obs_shape must hold whole numbers (stack, height, width), got {obs_shape!r}")
+    obs_shape = tuple(int(d) for d in obs_shape)
+    if len(obs_shape) < 2 or min(obs_shape) < 1:
+        raise ValueError(f"obs_shape must be (stack, *frame_shape) with positive sizes, got {obs_shape}")
+    return obs_shape
+
+
+def check_seed(seed) -> None:
+    """A seed numpy's ``default_rng`` takes: None, a whole number >= 0, a ``SeedSequence`` or a generator."""
+    if seed is None or isinstance(seed, (np.random.SeedSequence, np.random.BitGenerator, np.random.Generator)):
+        return
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be None or a whole number >= 0, got {seed!r}")
+
+
+def same_frames(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bit-for-bit equality of two arrays of one shape and dtype: ``memcmp`` of their bytes (a 28 KB stack in ~1 us,
+    less than half of ``np.array_equal``'s time)."""
+    return a.tobytes() == b.tobytes()
+
+
 class ReplayMemory:
     """What all memories share: input checks, the seeded generator, the sample-size check."""
 
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype=np.uint8, seed: int | None = None):
+        obs_shape = check_obs_shape(obs_shape)
+        check_seed(seed)
         if not isinstance(capacity, (int, np.integer)) or isinstance(capacity, bool) or capacity < 1:
             raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
-        obs_shape = tuple(int(d) for d in obs_shape)
-        if len(obs_shape) < 2 or min(obs_shape) < 1:
-            raise ValueError(f"obs_shape must be (stack, *frame_shape) with positive sizes, got {obs_shape}")
         self.capacity = int(capacity)
         self.obs_shape = obs_shape
         self.obs_dtype = np.dtype(obs_dtype)
@@ -80,12 +108,33 @@ class ReplayMemory:
 
     @staticmethod
     def _check_reward(reward) -> float:
+        """A real number that stays finite as the float32 the memory stores (1e40 would become inf)."""
+        if type(reward) is not float and (isinstance(reward, (bool, np.bool_)) or not isinstance(
+                reward, (int, float, np.integer, np.floating))):
+            if isinstance(reward, np.ndarray) and reward.ndim == 0 and reward.dtype.kind in "iuf":
+                reward = reward.item()
+            else:
+                raise TypeError(f"reward must be a real number (int or float), got {reward!r}")
         reward = float(reward)
-        if not np.isfinite(reward):
-            raise ValueError(f"reward must be finite, got {reward}")
+        if not -_FLOAT32_MAX <= reward <= _FLOAT32_MAX:
+            raise ValueError(f"reward must be finite, got {reward} (stored as a float32: "
+                             f"|reward| <= {_FLOAT32_MAX:.3g})")
         return reward
 
+    @staticmethod
+    def _check_flag(name: str, value) -> bool:
+        """``done`` / ``episode_end``: a bool, a numpy bool or the ints 0 and 1 (not a string: "no" is true)."""
+        if type(value) is bool or type(value) is np.bool_:
+            return bool(value)
+        if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biu":
+            value = value.item()
+        if isinstance(value, (int, np.integer)) and value in (0, 1):
+            return bool(value)
+        raise TypeError(f"{name} must be True or False (a bool, numpy bool, 0 or 1), got {value!r}")
+
     def _check_batch_size(self, batch_size: int) -> None:
+        if isinstance(batch_size, (bool, np.bool_)) or not isinstance(batch_size, (int, np.integer)):
+            raise TypeError(f"batch_size must be an integer (int or numpy integer), got {batch_size!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if len(self) < batch_size:

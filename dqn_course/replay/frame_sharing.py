@@ -5,7 +5,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dqn_course.replay.base import Batch, PreallocatedRing, check_array, require_keys, shown, text_array
+from dqn_course.replay.base import (
+    Batch,
+    PreallocatedRing,
+    check_array,
+    check_obs_shape,
+    check_seed,
+    require_keys,
+    shown,
+    text_array,
+)
 from dqn_course.replay.stores import STORAGES, check_disk_space, make_store, planned_host_bytes
 from dqn_course.rng import parse_rng_state, rng_state_array
 
@@ -61,6 +70,12 @@ class FrameSharingMemory(PreallocatedRing):
 
     def __init__(self, capacity: int, obs_shape=(4, 84, 84), seed: int | None = None, padding: str = "repeat",
                  prefault: bool = False, device=None, storage: str = "ram", path=None, frames=None):
+        obs_shape = check_obs_shape(obs_shape)  # before anything reads it
+        check_seed(seed)
+        if device is not None:
+            from dqn_course.device import check_device  # torch: loaded only by memories that keep frames on a device
+
+            check_device(device, f"device={str(device)!r}")
         if padding not in ("repeat", "zero"):
             raise ValueError(f"padding must be 'repeat' or 'zero', got {padding!r}")
         check_storage(storage, path, device)
@@ -84,6 +99,7 @@ class FrameSharingMemory(PreallocatedRing):
         elif frames.capacity != self.capacity or tuple(frames.frame_shape) != frame_shape:
             raise ValueError(f"frames holds {frames.capacity} frames of {frames.frame_shape}, this memory needs "
                              f"{self.capacity} of {frame_shape}")
+        self._frame_bytes = int(np.prod(self.frame_shape))  # bytes of one uint8 frame
         self.frames = frames  # the frame store: every read and write of a frame goes through it
         self.device = frames.device
         self.padding = padding
@@ -92,6 +108,7 @@ class FrameSharingMemory(PreallocatedRing):
         self.num_valid = 0
         self._in_episode = False  # True once an episode's first frame is written and it has not ended
         self._last_frame = np.zeros(self.frame_shape, np.uint8)  # host copy of the newest frame
+        self._next_state = b""  # the last next_state's bytes: a continuing state must equal them
         self._listeners: list[ValidityListener] = []
         self._flipped: list[int] = []  # slots whose validity changed during the current add
 
@@ -133,22 +150,37 @@ class FrameSharingMemory(PreallocatedRing):
         self.written += 1
         return k
 
+    _check_continuity = True  # False only in benchmarks/ab/ab_add_checks.py: the cost of the two stack checks
+
     def add(self, state, action, reward, next_state, done, episode_end=None):
+        """Store one transition. Everything is checked before anything is written, so a refused ``add`` leaves
+        the memory as it was: ``next_state`` must be ``state`` shifted by one frame (a frame stack), and in an
+        episode ``state`` must be the previous ``next_state`` (else pass ``episode_end=True`` on the step after
+        which the env was reset); ``done``/``episode_end`` bools, ``reward`` finite."""
         state, action, reward, next_state = self._checked(state, action, reward, next_state)
-        if episode_end is None:
-            episode_end = done
+        done = self._check_flag("done", done)
+        episode_end = done if episode_end is None else self._check_flag("episode_end", episode_end)
+        if self._check_continuity:  # two memcmp's of bytes: cheaper than the old np.array_equal of one frame
+            state_bytes, next_bytes, f = state.tobytes(), next_state.tobytes(), self._frame_bytes
+            if next_bytes[:-f] != state_bytes[f:]:
+                raise ValueError(f"next_state does not continue state: its first {self.stack - 1} frames must be "
+                                 f"state's last {self.stack - 1} (a frame stack shifts by one frame per step); pass "
+                                 f"the next_state the env returned for this state")
+            if self._in_episode and state_bytes != self._next_state:
+                raise ValueError(_NOT_CONTINUED)
         if not self._in_episode:
             # Episode start: store the frames after the padding; stacks_at pads back to the left.
             p = self._padding_prefix(state)
             for i in range(p, self.stack):
                 self._write_frame(state[i], first=(i == p))
             self._in_episode = True
+        elif not self._check_continuity and not np.array_equal(self._last_frame, state[-1]):  # the old, weaker check
+            raise ValueError(_NOT_CONTINUED)
         k = (self.head - 1) % self.capacity  # slot of state's newest frame (the last one written)
-        if not np.array_equal(self._last_frame, state[-1]):
-            raise ValueError("state does not continue the previous transition's next_state: pass "
-                             "episode_end=True for the step after which the environment was reset")
         self.actions[k], self.rewards[k], self.dones[k], self.ids[k] = action, reward, done, self.added
         self._write_frame(next_state[-1], first=False)
+        if self._check_continuity:
+            self._next_state = next_bytes
         self._set_valid(k, True)
         self.added += 1
         if episode_end:
@@ -266,10 +298,25 @@ class FrameSharingMemory(PreallocatedRing):
             check_array(name, state[name], (self.capacity,), getattr(self, name).dtype)
         check_array("last_frame", state["last_frame"], self.frame_shape, np.uint8)
         self.frames.check_state_arrays(state)
-        head, written, num_valid = (int(state[k]) for k in ("head", "written", "num_valid"))
-        if head != written % self.capacity or num_valid != int(np.count_nonzero(state["valid"])):
+        for name in ("head", "written", "num_valid", "added"):
+            check_array(name, state[name], (), np.int64)
+        check_array("in_episode", state["in_episode"], (), np.bool_)
+        head, written, num_valid, added = (int(state[k]) for k in ("head", "written", "num_valid", "added"))
+        valid, C = np.asarray(state["valid"]), self.capacity
+        if min(written, num_valid, added) < 0:
+            raise ValueError(f"cannot load: negative counts (written {written}, num_valid {num_valid}, added {added})")
+        if head != written % C or num_valid != int(np.count_nonzero(valid)):
             raise ValueError(f"cannot load: inconsistent state (head {head}, written {written}, num_valid "
-                             f"{num_valid} for {int(np.count_nonzero(state['valid']))} valid slots)")
+                             f"{num_valid} for {int(np.count_nonzero(valid))} valid slots)")
+        filled = min(written, C)
+        if valid[filled:].any() or (written and valid[(head - 1) % C]) or num_valid > added:
+            raise ValueError(f"cannot load: valid slots outside the {filled} written ones, at the newest frame, or "
+                             f"more than the {added} transitions ever added (num_valid {num_valid})")
+        ids = np.asarray(state["ids"])[valid]
+        if len(ids) and (ids.min() < 0 or ids.max() >= added or len(np.unique(ids)) != len(ids)):
+            raise ValueError(f"cannot load: transition ids of valid slots must be distinct and in [0, {added})")
+        if not np.isfinite(np.asarray(state["rewards"])[valid]).all():
+            raise ValueError("cannot load: a valid slot holds a reward that is not finite")
         rng = parse_rng_state(self.rng, state["rng"])
         return {"head": head, "written": written, "num_valid": num_valid, "rng": rng}
 
@@ -282,9 +329,16 @@ class FrameSharingMemory(PreallocatedRing):
         self.added = int(state["added"])
         self._in_episode = bool(state["in_episode"])
         self._last_frame[...] = state["last_frame"]
+        if self._in_episode and self.written:  # the last next_state, rebuilt from the ring (what add compares with)
+            stack = self.frames.gather(*self.stack_index(np.array([(self.head - 1) % self.capacity])))[0, :-1]
+            self._next_state = np.ascontiguousarray(stack.cpu().numpy() if hasattr(stack, "cpu") else stack).tobytes()
         self._flipped.clear()
         if self._listeners:  # every slot may have changed
             self._notify(np.arange(self.capacity))
+
+
+_NOT_CONTINUED = ("state does not continue the previous transition's next_state: pass episode_end=True for the step "
+                  "after which the environment was reset")
 
 
 def check_storage(storage: str, path, device) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from dqn_course.profiling import check_fits
-from dqn_course.replay.base import Batch, ReplayMemory, require_keys
+from dqn_course.replay.base import Batch, ReplayMemory, check_array, check_obs_shape, check_seed, require_keys
 from dqn_course.replay.frame_sharing import FrameSharingMemory, ValidityListener, check_storage
 from dqn_course.replay.stores import check_disk_space, make_store, planned_host_bytes
 from dqn_course.rng import parse_rng_state, rng_state_array
@@ -26,7 +26,15 @@ class MultiStreamMemory(ReplayMemory):
 
     def __init__(self, capacity: int, num_streams: int, obs_shape=(4, 84, 84), seed: int | None = None,
                  padding: str = "repeat", prefault: bool = False, device=None, storage: str = "ram", path=None):
+        obs_shape = check_obs_shape(obs_shape)  # before anything reads them
+        check_seed(seed)
+        if device is not None:
+            from dqn_course.device import check_device  # torch: loaded only by memories that keep frames on a device
+
+            check_device(device, f"device={str(device)!r}")
         super().__init__(capacity, obs_shape, np.uint8, seed)
+        if isinstance(num_streams, (bool, np.bool_)) or not isinstance(num_streams, (int, np.integer)):
+            raise ValueError(f"num_streams must be a whole number (one stream per env), got {num_streams!r}")
         if num_streams < 1 or capacity // num_streams < obs_shape[0] + 1:
             raise ValueError(f"need 1 <= num_streams and capacity // num_streams >= {obs_shape[0] + 1}, "
                              f"got capacity={capacity}, num_streams={num_streams}")
@@ -52,12 +60,32 @@ class MultiStreamMemory(ReplayMemory):
         self.device = self.streams[0].device
         self.storage = storage
 
+    def _check_stream(self, stream) -> int:
+        n = len(self.streams)
+        if isinstance(stream, (bool, np.bool_)) or not isinstance(stream, (int, np.integer)) or not 0 <= stream < n:
+            raise ValueError(f"stream must be a whole number in [0, {n}) (this memory has {n} streams), got {stream!r}")
+        return int(stream)
+
     def add(self, state, action, reward, next_state, done, episode_end=None, stream: int = 0) -> None:
-        self.streams[stream].add(state, action, reward, next_state, done, episode_end)
+        self.streams[self._check_stream(stream)].add(state, action, reward, next_state, done, episode_end)
         self.added += 1
 
     def add_batch(self, states, actions, rewards, next_states, dones, episode_ends, mask=None) -> None:
-        """Add one transition per env; ``mask[i] = False`` skips env i (e.g. an autoreset step)."""
+        """Add one transition per env; ``mask[i] = False`` skips env i (e.g. an autoreset step).
+
+        Every argument holds exactly one entry per stream (env), ``mask`` is None or that many bools; a
+        refused transition (see ``FrameSharingMemory.add``) stops the batch there, with the envs before it stored.
+        """
+        n = len(self.streams)
+        for name, values in (("states", states), ("actions", actions), ("rewards", rewards),
+                             ("next_states", next_states), ("dones", dones), ("episode_ends", episode_ends)):
+            if len(values) != n:
+                raise ValueError(f"{name} has {len(values)} entries, this memory has {n} streams (one per env): "
+                                 f"pass one entry per env, mask=False for the envs to skip")
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.shape != (n,) or mask.dtype != np.bool_:
+                raise ValueError(f"mask must be None or {n} bools (one per stream), got {mask.dtype}{list(mask.shape)}")
         with self.streams[0].frames.deferred():  # one transfer of all new frames (device bank), at the end
             for i, stream in enumerate(self.streams):
                 if mask is None or mask[i]:
@@ -124,7 +152,7 @@ class MultiStreamMemory(ReplayMemory):
 
     def end_episode(self, stream: int | None = None) -> None:
         """End the current episode of one stream (None: of all), e.g. after resuming with fresh envs."""
-        for s in self.streams if stream is None else [self.streams[stream]]:
+        for s in self.streams if stream is None else [self.streams[self._check_stream(stream)]]:
             s.end_episode()
 
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -139,6 +167,10 @@ class MultiStreamMemory(ReplayMemory):
         """Restore ``state_dict()`` in place (same capacity, streams, shape and storage, or ``ValueError``, and
         then nothing is changed)."""
         require_keys(state, ("num_streams", "added", "rng"))
+        check_array("num_streams", state["num_streams"], (), np.int64)
+        check_array("added", state["added"], (), np.int64)
+        if int(state["added"]) < 0:
+            raise ValueError(f"cannot load: saved added is {int(state['added'])}, a count (>= 0)")
         if int(state["num_streams"]) != len(self.streams):
             raise ValueError(f"cannot load: saved num_streams is {int(state['num_streams'])}, "
                              f"this memory's is {len(self.streams)}")

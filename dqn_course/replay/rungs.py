@@ -21,7 +21,7 @@ from collections import deque
 
 import numpy as np
 
-from dqn_course.replay.base import Batch, PreallocatedRing, ReplayMemory
+from dqn_course.replay.base import Batch, PreallocatedRing, ReplayMemory, same_frames
 
 
 def root_buffer(arr: np.ndarray):
@@ -84,6 +84,7 @@ class NaiveDequeMemory(ReplayMemory):
 
     def add(self, state, action, reward, next_state, done, episode_end=None):
         state, action, reward, next_state = self._checked(state, action, reward, next_state)
+        done = self._check_flag("done", done)
         if self.copy_states:
             state, next_state = state.copy(), next_state.copy()
         self.memory.append([state, action, reward, next_state, bool(done), self.added])
@@ -118,6 +119,7 @@ class StackedRingMemory(PreallocatedRing):
 
     def add(self, state, action, reward, next_state, done, episode_end=None):
         state, action, reward, next_state = self._checked(state, action, reward, next_state)
+        done = self._check_flag("done", done)
         i = self.added % self.capacity
         self.states[i], self.next_states[i] = state, next_state
         self.actions[i], self.rewards[i], self.dones[i], self.ids[i] = action, reward, done, self.added
@@ -153,6 +155,10 @@ class FoldedRingMemory(PreallocatedRing):
 
     def add(self, state, action, reward, next_state, done, episode_end=None):
         state, action, reward, next_state = self._checked(state, action, reward, next_state)
+        done = self._check_flag("done", done)
+        if not same_frames(next_state[:-1], state[1:]):  # only next_state's newest frame is kept
+            raise ValueError(f"next_state does not continue state: its first {self.stack - 1} frames must be "
+                             f"state's last {self.stack - 1} (a frame stack shifts by one frame per step)")
         i = self.added % self.capacity
         self.folded[i, :-1] = state
         self.folded[i, -1] = next_state[-1]
