@@ -5,6 +5,7 @@ import cv2
 import numpy as np
 import pytest
 
+from _solutions import run_solutions
 from dqn_course.lab import checks
 from dqn_course.lab.frames import (blog_preprocess, downsample, max_pool_downsample, preprocessing_trace, raw_frames,
                                    state_bytes, to_gray)
@@ -33,6 +34,12 @@ def test_raw_transition_bytes_not_a_number(wrong):
 def test_raw_transition_bytes_none(capsys):
     assert checks.check_raw_transition_bytes(None) is None
     assert "not answered yet" in capsys.readouterr().out.lower()
+
+
+def test_notebook_00_solution_cell_passes_its_check():
+    """The solution cell is committed without outputs and skipped by nbval; it runs here instead."""
+    out = run_solutions("00_setup", {"checks": checks, "screen": raw_frames(1, seed=0)[0]})
+    assert out.count("✓") == 1 and "806,400" in out
 
 
 # --- notebook 02 ----------------------------------------------------------------------------------
@@ -92,6 +99,11 @@ def test_preprocess_not_callable():
 def test_preprocess_none(capsys):
     assert checks.check_preprocess(None) is None
     assert "not answered yet" in capsys.readouterr().out.lower()
+
+
+def test_notebook_02_solution_cell_passes_its_check():
+    out = run_solutions("02_downsample", {"checks": checks, "cv2": cv2})
+    assert out.count("✓") == 1 and "Not answered yet" not in out
 
 
 # --- dqn_course.lab.frames, which the checks and notebooks 02-03 rely on -------------------------

@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from dqn_course.lab import checks
+from _solutions import run_solutions
+from dqn_course.lab import checks, naive
 
 
 def bytes_per_transition(step_a, rss_a, step_b, rss_b):
@@ -74,3 +75,22 @@ def test_not_callable_is_refused():
         checks.check_bytes_per_transition(34_000)
     with pytest.raises(AssertionError, match="function itself"):
         checks.check_killed_at_step(12_345)
+
+
+def test_count_predict_calls_is_two_per_sampled_transition():
+    assert naive.count_predict_calls(32) == 64
+    assert naive.count_predict_calls(4) == 8
+
+
+def test_prediction_check_on_predict_calls(capsys):
+    assert checks.check_prediction(64, naive.count_predict_calls(32), "the predict calls in one replay()", rel=0)
+    with pytest.raises(AssertionError):
+        checks.check_prediction(32, 64, "the predict calls in one replay()", rel=0)
+    assert checks.check_prediction(None, 64, "the predict calls in one replay()", rel=0) is None
+    assert "Not answered yet" in capsys.readouterr().out
+
+
+def test_notebook_01_solution_cell_passes_its_checks():
+    """The solution cell is committed without outputs and skipped by nbval; it runs here instead."""
+    out = run_solutions("01_naive_agent", {"checks": checks, "naive": naive})
+    assert out.count("✓") == 3 and "Not answered yet" not in out

@@ -226,13 +226,94 @@ def test_solution_cells_pass_their_checks(notebook, capsys):
     assert "✓" in out and "Not answered yet" not in out
 
 
-def test_predictions():
+def test_predictions(capsys):
     assert checks.check_prediction(None, 10, "x") is None
+    assert "not answered yet" in capsys.readouterr().out.lower()
     assert checks.check_prediction(100, 100.5, "x") is True
-    with pytest.raises(AssertionError, match="measurement says"):
-        checks.check_prediction(50, 100, "x")
+    assert checks.check_prediction(33, 33, "frames", rel=0) is True
+    assert "measured 33" in capsys.readouterr().out  # once answered, the value may be shown
     with pytest.raises(AssertionError, match="number"):
         checks.check_prediction("100", 100, "x")
+
+
+MEASURED = 7_225_344  # notebook 03's float64 batch: its digits must never appear in a failure message
+
+
+@pytest.mark.parametrize("prediction, rel, expected", [
+    (MEASURED * 50, 0.02, "too high, off by more than 10x"),
+    (MEASURED / 40, 0.02, "too low, off by more than 10x"),
+    (MEASURED * 2.1, 0.02, "too high, off by about 2x"),
+    (MEASURED / 1.6, 0.02, "too low, off by about 2x"),
+    (MEASURED * 6.8, 0.02, "too high, off by about 7x"),
+    (MEASURED * 1.3, 0.02, "too high, off by between 10% and 50%"),
+    (MEASURED * 0.95, 0.02, "too low, within 10% but not within 2%"),
+    (MEASURED + 1, 0, "too high, within 10% but not exact"),
+    (-MEASURED, 0.02, "not even the same sign"),
+    (0, 0.02, "not even the same sign"),
+])
+def test_prediction_hints_never_reveal_the_value(prediction, rel, expected):
+    prediction = round(prediction)
+    with pytest.raises(AssertionError) as raised:
+        checks.check_prediction(prediction, MEASURED, "the bytes", rel=rel)
+    message = str(raised.value)
+    assert expected in message and "redo the arithmetic" in message
+    for digits in (f"{MEASURED:,}", str(MEASURED), f"{MEASURED:.3g}", f"{MEASURED / 1e6:.1f}"):
+        assert digits not in message.replace(f"{prediction:,}", "<prediction>"), message
+
+
+def test_prediction_forgot_names_the_likely_mistake():
+    forgot = {8.0: "stored as float64", 0.5: "counted s and s' once"}
+    for prediction, why, band in ((MEASURED * 8, "stored as float64", "too high, off by about 8x"),
+                                  (MEASURED * 8 * 1.04, "stored as float64", "too high, off by about 8x"),
+                                  (MEASURED // 2, "counted s and s' once", "too low, off by about 2x")):
+        with pytest.raises(AssertionError) as raised:
+            checks.check_prediction(round(prediction), MEASURED, "the bytes", forgot=forgot)
+        message = str(raised.value)
+        assert f"{band}: {why}" in message and "redo the arithmetic" not in message
+        assert f"{MEASURED:,}" not in message and str(MEASURED) not in message
+    with pytest.raises(AssertionError) as raised:  # more than 5% away from every factor: the generic hint
+        checks.check_prediction(MEASURED * 3, MEASURED, "the bytes", forgot=forgot)
+    assert "redo the arithmetic" in str(raised.value) and "float64" not in str(raised.value)
+
+
+def test_prediction_forgot_factor_near_one_matches_only_close_by():
+    measured = 100_000 * (84 * 84 + 16)
+    forgot = {7_056 / 7_072: "left out the 16 bytes of bookkeeping"}
+    with pytest.raises(AssertionError, match="too low, within 10% but not exact: left out the 16 bytes"):
+        checks.check_prediction(100_000 * 7_056, measured, "the bytes", rel=0, forgot=forgot)
+    with pytest.raises(AssertionError) as raised:  # as near to the answer, on the other side: not that mistake
+        checks.check_prediction(100_000 * 7_088, measured, "the bytes", rel=0, forgot=forgot)
+    assert "too high" in str(raised.value) and "16 bytes" not in str(raised.value)
+    assert f"{measured:,}" not in str(raised.value)
+
+
+def _notebook_forgot(notebook: str) -> dict:
+    """The keyword arguments of the learner's ``check_prediction`` call in ``notebook`` (its check cell, not the
+    solution), read by running that cell with a stand-in for ``checks``."""
+    from types import SimpleNamespace
+
+    cells = json.loads((NOTEBOOKS / notebook).read_text(encoding="utf-8"))["cells"]
+    sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"
+               and "checks.check_prediction(prediction," in "".join(c["source"])
+               and "solution" not in c.get("metadata", {}).get("tags", [])]
+    assert len(sources) == 1, f"{notebook}: expected one check_prediction cell, found {len(sources)}"
+    seen = {}
+    stub = SimpleNamespace(check_prediction=lambda *args, **kwargs: seen.update(kwargs))
+    exec(sources[0], {"checks": stub, "prediction": None, "measured": None, "mem": SimpleNamespace(written=None)})
+    return seen
+
+
+@pytest.mark.parametrize("notebook, measured", [("03_dtypes.ipynb", 7_225_344), ("04_frame_sharing.ipynb", 33),
+                                                ("05_ring_buffer.ipynb", 707_200_000)])
+def test_notebook_prediction_hints_name_the_mistake_not_the_value(notebook, measured):
+    kwargs = _notebook_forgot(notebook)
+    assert kwargs.get("forgot"), f"{notebook}: the check cell gives no forgot= hints"
+    for factor, why in kwargs["forgot"].items():
+        with pytest.raises(AssertionError) as raised:
+            checks.check_prediction(round(measured * factor), measured, "it", **kwargs)
+        message = str(raised.value)
+        assert why in message, (factor, message)
+        assert f"{measured:,}" not in message and str(measured) not in message, message
 
 
 @pytest.mark.parametrize("key", sorted(checks.QUESTIONS))
@@ -252,18 +333,29 @@ def test_questions(key, capsys):
 
 # -- dqn_course.lab.ladder_plots (notebooks 05 and 06b) ----------------------------------------------------------
 
-def test_blog_agent_bytes_per_step_reads_notebook_01s_output(tmp_path):
-    from dqn_course.lab.ladder_plots import blog_agent_bytes_per_step
+def test_06b_quotes_the_blog_agent_from_notebook_01s_record(tmp_path, monkeypatch, capsys):
+    """06b reads notebook 01's recorded figure (and prints where it was measured); without it, FigureMissing."""
+    from dqn_course.lab import figures
 
-    nb = {"cells": [{"cell_type": "code", "source": "", "outputs": [
-        {"output_type": "stream", "name": "stdout",
-         "text": ["RSS (psutil)        :    40,847 bytes per step   R² = 0.99\n"]}]}]}
-    path = tmp_path / "01.ipynb"
-    path.write_text(json.dumps(nb), encoding="utf-8")
-    assert blog_agent_bytes_per_step(path) == 40_847
-    assert blog_agent_bytes_per_step(tmp_path / "missing.ipynb") is None
-    path.write_text(json.dumps({"cells": []}), encoding="utf-8")
-    assert blog_agent_bytes_per_step(path) is None
+    cells = json.loads((NOTEBOOKS / "06b_the_whole_ladder.ipynb").read_text(encoding="utf-8"))["cells"]
+    (source,) = ["".join(c["source"]) for c in cells if 'figures.quote("01_naive_agent"' in "".join(c["source"])]
+    assert 'figures.context("01_naive_agent")' in source and "run notebook 01 first" not in source
+    monkeypatch.setenv("DQN_COURSE_MEASURED_DIR", str(tmp_path))
+    monkeypatch.setenv("DQN_COURSE_QUICK", "1")  # quick mode: quote notes nothing, nothing is written
+    with pytest.raises(figures.FigureMissing, match="01_naive_agent"):
+        exec(source, {"figures": figures})
+    (tmp_path / "01_naive_agent.json").write_text(json.dumps({
+        "figures": {"blog_bytes_per_step": 38_635}, "written": "2026-01-02T03:04:05+00:00",
+        "machine": {"cpu": "Test CPU", "cores": 2, "ram_gib": 8.0}}), encoding="utf-8")
+    namespace = {"figures": figures}
+    exec(source, namespace)
+    assert namespace["blog"] == 38_635
+    out = capsys.readouterr().out
+    assert "38,635 bytes per step" in out
+    assert "measured by notebook 01_naive_agent on a 2-core Test CPU, 8 GiB RAM, 2026-01-02 03:04 UTC" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["01_naive_agent.json"]
+    import dqn_course.lab.ladder_plots as ladder_plots
+    assert not hasattr(ladder_plots, "blog_agent_bytes_per_step")  # no second reading of 01's outputs
 
 
 def test_course_ladder_goes_down_one_rung_at_a_time():

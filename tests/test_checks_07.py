@@ -69,6 +69,31 @@ def write_run(run_dir, games=12, evals=2):
             w.writerow({"step": 600 * (i + 1), "mean_return": i, "std_return": 0.5, "episodes": 2})
 
 
+def test_recorded_random(tmp_path):
+    """random.json beside a run is read as is; a run without one gives None."""
+    import json
+
+    write_run(tmp_path / "run")
+    assert playback.recorded_random(tmp_path / "run") is None
+    doc = {"games": 3, "mean": 1.0, "std": 0.8, "returns": [0.0, 1.0, 2.0]}
+    (tmp_path / "run" / "random.json").write_text(json.dumps(doc))
+    assert playback.recorded_random(tmp_path / "run") == doc
+
+
+def test_score_over_random_has_one_source():
+    """Notebook 07's "x random play" comes from data/<run>/random.json, the record README's ratio also uses."""
+    run = playback.DATA_DIR / "breakout-cpu"
+    if not (run / "random.json").is_file():
+        pytest.skip("no recorded breakout-cpu run")
+    rnd = playback.recorded_random(run)
+    assert rnd["games"] == len(rnd["returns"]) and rnd["mean"] == pytest.approx(np.mean(rnd["returns"]), abs=0.005)
+    import json
+
+    cells = json.loads((playback.DATA_DIR.parent / "notebooks" / "07_train_breakout.ipynb").read_text())["cells"]
+    summary = ["".join(c["source"]) for c in cells if "Does it learn? data/" in "".join(c["source"])]
+    assert len(summary) == 1 and "random_recorded[\"mean\"]" in summary[0] and "random_now" not in summary[0]
+
+
 def test_find_recorded_run(tmp_path):
     assert playback.find_recorded_run(tmp_path) is None
     (tmp_path / "breakout").mkdir()

@@ -69,3 +69,53 @@ def test_kill_resume_timeline_draws():
 
     fig = draw_kill_resume([180, 420], [250, 500], 500, [700, 1100], 2_000, killed_after=520)
     assert fig.axes[0].get_xlabel() == "agent step"
+
+
+# -- can a cold read be measured? (notebook 09's honest "disk cold" line) ---------------------------------
+
+
+def test_can_drop_page_cache_agrees_with_the_kernel(tmp_path):
+    """The probe's answer for a real folder is what mincore reports after the store drops its pages."""
+    from dqn_course.lab.stores import can_drop_page_cache
+    from dqn_course.replay.stores import DiskFrames
+
+    ok, why = can_drop_page_cache(tmp_path)
+    assert isinstance(ok, bool) and (str(tmp_path) in why or "mincore" in why)
+    store = DiskFrames(64, (84, 84), tmp_path)
+    store.array[:] = 1
+    store.drop_page_cache()
+    left = store.cached_fraction()
+    store.close()
+    if left is not None:
+        assert ok == (left <= 0.05), (ok, why, left)
+    assert list(tmp_path.iterdir()) == []  # the probe's file is gone
+
+
+def test_can_drop_page_cache_says_no_on_tmpfs(monkeypatch):
+    """tmpfs holds its files in RAM: refused by name, and by measurement when the name is not known."""
+    import os
+
+    from dqn_course.lab import stores
+
+    if not os.path.isdir("/dev/shm") or stores.filesystem_type("/dev/shm") != "tmpfs":
+        pytest.skip("no tmpfs at /dev/shm here")
+    ok, why = stores.can_drop_page_cache("/dev/shm")
+    assert not ok and "tmpfs" in why
+    monkeypatch.setattr(stores, "filesystem_type", lambda path: None)
+    ok, why = stores.can_drop_page_cache("/dev/shm")
+    assert not ok and "stayed in the page cache" in why
+
+
+def test_measure_storage_skips_the_cold_read_when_asked(tmp_path):
+    import numpy as np
+
+    from dqn_course.lab.bench import FramePool
+    from dqn_course.lab.stores import measure_storage
+
+    frames = np.random.default_rng(0).integers(0, 256, (60, 84, 84), dtype=np.uint8)
+    first = np.zeros(60, bool)
+    first[0] = True
+    pool = FramePool(frames=frames, first=first, actions=np.zeros(60, np.int64), rewards=np.zeros(60, np.float32),
+                     dones=np.zeros(60, bool), episode_start=np.zeros(60, np.int64))
+    row = measure_storage("disk", 50, pool, path=tmp_path, seconds=0.01, cold_seconds=None)
+    assert "cold_batches_per_s" not in row and row["batches_per_s"] > 0

@@ -54,3 +54,23 @@ def test_solution_cell_passes_its_checks():
 
     out = run_solutions("10_scaling_out_with_ray", {"checks": checks})
     assert out.count("✓") == 3, out
+
+
+def test_quiet_ray_sets_plain_output_before_ray(monkeypatch):
+    """quiet_ray (notebook 10's set-up) turns Ray's colour codes and start-up notices off, keeping user settings."""
+    import logging
+    import warnings
+
+    from dqn_course.lab import scaling
+
+    monkeypatch.delenv("RAY_COLOR_PREFIX", raising=False)
+    monkeypatch.setenv("NO_COLOR", "")
+    with warnings.catch_warnings():
+        scaling.quiet_ray()
+        import os
+
+        assert os.environ["RAY_COLOR_PREFIX"] == "0" and os.environ["NO_COLOR"] == ""
+        assert all(logging.getLogger(n).level == logging.ERROR for n in scaling._NOISY_LOGGERS)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.warn("IProgress not found. Please update jupyter and ipywidgets.", stacklevel=2)
+        assert not caught

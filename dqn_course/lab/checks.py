@@ -238,11 +238,53 @@ def check_preprocess(preprocess) -> bool | None:
                    f"{len(_preprocess_check_frames())} real Breakout screens.")
 
 
-# --- notebooks 03-06: predict, then measure; short questions --------------------------------------------------
+# --- notebooks 03-10: predict, then measure; short questions --------------------------------------------------
 
-def check_prediction(prediction, measured, what: str, rel: float = 0.02) -> bool | None:
-    """Notebooks 03-06: the learner's ``prediction`` (a number written *before* the measurement) against the
-    ``measured`` value, within ``rel`` (2% by default)."""
+def _show(x) -> str:
+    """A number as the learner reads it: thousands separators, no spurious decimals."""
+    if float(x).is_integer():
+        return f"{int(x):,}"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _prediction_hint(prediction, measured, rel: float, forgot: dict | None) -> str:
+    """How far ``prediction`` is from ``measured``, in words that never state ``measured``.
+
+    The direction (too high / too low), a rough factor band, and, when ``prediction / measured`` lies within 5%
+    of a factor in ``forgot`` (within half its distance from 1 for a factor closer to 1 than 10%), what that
+    factor usually means.
+    """
+    if measured == 0 or prediction == 0 or (prediction > 0) != (measured > 0):
+        return "not even the same sign as the measurement (or zero): redo the arithmetic from the cell's numbers"
+    ratio = prediction / measured
+    direction = "too high" if abs(prediction) > abs(measured) else "too low"
+    factor = max(abs(ratio), 1 / abs(ratio))
+    if factor > 10:
+        band = "off by more than 10x"
+    elif factor >= 1.5:
+        band = f"off by about {max(2, round(factor))}x"
+    elif factor > 1.1:
+        band = "off by between 10% and 50%"
+    else:
+        band = "within 10% but not exact" if rel == 0 else f"within 10% but not within {rel:.0%}"
+    hint = f"{direction}, {band}"
+    # A factor matches within 5%, or within half its distance from 1 when closer (a near miss is not "forgot").
+    near = [(abs(ratio / f - 1), why) for f, why in (forgot or {}).items()
+            if f > 0 and abs(ratio / f - 1) <= min(0.05, abs(f - 1) / 2)]
+    why = min(near)[1] if near else "redo the arithmetic from the cell's numbers"
+    return f"{hint}: {why}"
+
+
+def check_prediction(prediction, measured, what: str, rel: float = 0.02, *,
+                     forgot: dict[float, str] | None = None) -> bool | None:
+    """Notebooks 03-10: the learner's ``prediction`` (a number written *before* the measurement) against the
+    ``measured`` value, within ``rel`` (2% by default; 0 asks for the exact value).
+
+    A wrong prediction gets a hint, never the measured value: too high or too low, by roughly what factor
+    (more than 10x, about N x, 10-50%, within 10%), and, when ``prediction / measured`` is within 5% of a key
+    of ``forgot``, that key's text: e.g. ``forgot={8.0: "pixels are uint8, 1 byte each, not float64"}``.
+    On success it prints the measured value (the learner has answered).
+    """
     if prediction is None:
         return _not_answered_yet(f"write your prediction of {what} (a number) in the cell above")
     import numbers
@@ -250,9 +292,10 @@ def check_prediction(prediction, measured, what: str, rel: float = 0.02) -> bool
     assert isinstance(prediction, numbers.Real) and not isinstance(prediction, bool), (
         f"the prediction of {what} should be a number, got {type(prediction).__name__}: {prediction!r}")
     off = abs(prediction - measured) / max(abs(measured), 1e-12)
-    assert off <= rel, (f"you predicted {prediction:,} for {what}; the measurement says {measured:,.0f} "
-                        f"({prediction / measured:.2f}x of it): redo the arithmetic from the cell's numbers")
-    return _passed(f"{what}: predicted {prediction:,}, measured {measured:,.0f}")
+    if off <= rel:
+        return _passed(f"{what}: predicted {_show(prediction)}, measured {_show(measured)}")
+    raise AssertionError(f"you predicted {_show(prediction)} for {what}; that is "
+                         f"{_prediction_hint(prediction, measured, rel, forgot)}.")
 
 
 # Each question: (right letter, why it is right, {wrong letter: hint}). Notebook, then a short name.

@@ -3,14 +3,11 @@
 ``COURSE_RUNGS`` lists the ladder's stages in the order the course takes them (each smaller than the one
 before); ``plot_course_ladder(rows)`` draws measured rows of ``dqn_course.lab.ladder.run_ladder`` in that
 order, with "N x less than the top rung" on every bar and notebook 01's measured blog agent as a marked
-point (``blog_agent_bytes_per_step`` reads it from that notebook's committed output).
+point (notebook 06b reads that figure from notebook 01's record: ``figures.quote("01_naive_agent",
+"blog_bytes_per_step", ...)``).
 ``plot_memory_layouts()`` draws how a deque of lists and a preallocated ring lay out their bytes.
 """
 from __future__ import annotations
-
-import json
-import re
-from pathlib import Path
 
 import numpy as np
 
@@ -23,26 +20,6 @@ COURSE_RUNGS = (
     ("gray_uint8_shared", "04"),
     ("frame_sharing", "04"),
 )
-
-NOTEBOOK_01 = Path(__file__).resolve().parents[2] / "notebooks" / "01_naive_agent.ipynb"
-_RSS_LINE = re.compile(r"RSS \(psutil\)\s*:\s*([\d,]+)\s*bytes per step")
-
-
-def blog_agent_bytes_per_step(notebook: Path | str = NOTEBOOK_01) -> int | None:
-    """Notebook 01's measured RSS growth per step of the blog agent, read from its committed outputs.
-
-    ``None`` when the notebook or that output line is not there (e.g. a pip install without the notebooks).
-    """
-    path = Path(notebook)
-    if not path.exists():
-        return None
-    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-        for out in cell.get("outputs", []):
-            text = out.get("text") or out.get("data", {}).get("text/plain", "")
-            match = _RSS_LINE.search("".join(text))
-            if match:
-                return int(match.group(1).replace(",", ""))
-    return None
 
 
 def course_order(rows: list[dict]) -> list[dict]:

@@ -62,7 +62,7 @@ FRAMES = ("blog", "raw")
 
 __all__ = [
     "RAW_FRAME_SHAPE", "BLOG_FRAME_SHAPE", "preprocess", "root_buffer", "held_bytes", "BlogCNN", "NaiveAgent",
-    "run", "fill_free_refill", "hold_env_frames",
+    "run", "count_predict_calls", "fill_free_refill", "hold_env_frames",
 ]
 
 
@@ -255,6 +255,30 @@ def run(steps: int = 2000, *, frames: str = "blog", copy_states: bool = False, l
         state_shape=list(agent.state_shape), torch_threads=torch.get_num_threads(), started_unix=started_unix,
     )
     return out
+
+
+def count_predict_calls(batch_size: int = 32, seed: int = 0) -> int:
+    """The ``predict`` calls (Keras' ``model.predict``) that one ``NaiveAgent.replay(batch_size)`` makes.
+
+    The memory holds ``batch_size`` transitions of random blog-shaped states, none of which ends a game,
+    so every sampled transition needs Q(s) and Q(s'): the most calls a ``replay`` can make.
+    """
+    agent = NaiveAgent(4, seed=seed)
+    rng = np.random.default_rng(seed)
+    for _ in range(batch_size):
+        state = rng.integers(0, 256, size=agent.state_shape, dtype=np.uint8)
+        agent.remember(state, 0, 0.0, state, False)
+    calls = 0
+    predict = agent.predict
+
+    def counting_predict(model, states):
+        nonlocal calls
+        calls += 1
+        return predict(model, states)
+
+    agent.predict = counting_predict  # the instance attribute shadows the static method
+    agent.replay(batch_size)
+    return calls
 
 
 # -- small fresh-process experiments ----------------------------------------------------------------

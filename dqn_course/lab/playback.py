@@ -6,6 +6,7 @@
     episode = play_episode(agent, max_steps=300)     # Episode(frames, score, steps, lives_lost)
     HTML(animate(episode.frames).to_jshtml())        # inline animation in Jupyter
     play_scores(None, games=5)                       # agent=None plays uniformly random actions
+    recorded_random("data/breakout-cpu")             # random play recorded beside a run, same protocol
 
 A recorded run is what ``python -m dqn_course.train`` writes into its ``--out-dir`` (``log.csv``,
 ``eval.csv``, ``checkpoint.pt``), copied to ``data/breakout-fast/`` (or ``data/breakout/``).
@@ -17,6 +18,7 @@ the baseline RSS. torch, gymnasium and matplotlib are imported inside the functi
 from __future__ import annotations
 
 import csv
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -62,6 +64,15 @@ def last_evaluation(run_dir: str | Path) -> dict:
         raise ValueError(f"{run_dir}/eval.csv has no evaluation yet")
     return {"step": int(ev["step"][-1]), "mean": float(ev["mean_return"][-1]), "std": float(ev["std_return"][-1]),
             "games": int(ev["episodes"][-1])}
+
+
+def recorded_random(run_dir: str | Path) -> dict | None:
+    """The random play recorded beside a run, ``random.json``: uniformly random actions under the run's own
+    evaluation protocol (``train.evaluate(None, ...)``), with ``games``, ``mean``, ``std`` and every game's score
+    under ``returns``. None when the run has no such file. The ratio "score over random play" uses this record.
+    """
+    path = Path(run_dir) / "random.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def find_recorded_run(data_dir: str | Path | None = None) -> Path | None:

@@ -12,15 +12,34 @@ Shared by ``benchmarks/ray_scaling.py`` and notebook 10, so both time the same t
 from __future__ import annotations
 
 import dataclasses
-
-import torch
+import logging
+import os
+import warnings
 
 from dqn_course.cleanup import OwnedTempDir
-from dqn_course.distributed import DistConfig, run
-from dqn_course.train import PRESETS, train
 
 BATCH = 32
 HELPS = 1.15  # a step up in workers "helps" when it ingests at least 15% more env steps/s
+
+
+# Loggers whose notices would otherwise land in a notebook's outputs: the widget check at ``import ray``
+# (ipywidgets is not installed) and the note that a local cluster uses token authentication.
+_NOISY_LOGGERS = ("ray.widgets.util", "ray._private.authentication.authentication_token_setup")
+
+
+def quiet_ray() -> None:
+    """Keep Ray's notices out of a notebook's outputs; call it before ``import ray``.
+
+    Sets ``RAY_COLOR_PREFIX=0`` and ``NO_COLOR=1`` (the lines Ray prints for its processes come without
+    ANSI colour codes), ignores tqdm's warning that ipywidgets is missing (``import ray`` imports
+    ``tqdm.auto``) and raises the level of the two Ray loggers that announce optional packages and token
+    authentication. Errors still print. An environment variable the user set is kept.
+    """
+    os.environ.setdefault("RAY_COLOR_PREFIX", "0")
+    os.environ.setdefault("NO_COLOR", "1")
+    warnings.filterwarnings("ignore", message="IProgress not found")
+    for name in _NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def worker_counts(cores: int) -> list[int]:
@@ -30,6 +49,10 @@ def worker_counts(cores: int) -> list[int]:
 
 def time_single_process(warmup: int, window: int, buffer: int) -> dict:
     """The ``train`` loop over ``window`` agent steps after ``warmup``: its env steps/s and updates/s."""
+    import torch
+
+    from dqn_course.train import PRESETS, train
+
     with OwnedTempDir("dqn-scaling-") as out:
         cfg = dataclasses.replace(PRESETS["breakout"], total_steps=warmup + window, learning_starts=warmup,
                                   buffer_size=buffer, batch_size=BATCH, eval_every=10**9, checkpoint_every=10**9,
@@ -44,6 +67,8 @@ def time_single_process(warmup: int, window: int, buffer: int) -> dict:
 
 def time_ray(workers: int, warmup: int, seconds: float, buffer: int) -> dict:
     """``distributed.run`` with ``workers`` rollout workers, timed for ``seconds`` once the learner runs."""
+    from dqn_course.distributed import DistConfig, run  # imported here: ``quiet_ray`` must come before Ray
+
     cfg = DistConfig(num_workers=workers, total_steps=10**12, max_learning_seconds=seconds, learning_starts=warmup,
                      buffer_size=buffer, batch_size=BATCH, eval_episodes=0, seed=0)
     r = run(cfg)

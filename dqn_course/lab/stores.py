@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import gc
+import os
 import time
+from pathlib import Path
 
 import numpy as np
 
 from dqn_course.lab.bench import fill, sampling_rates, timeit
 from dqn_course.replay import FrameSharingMemory
-from dqn_course.replay.stores import CODECS, codec_functions
+from dqn_course.replay.stores import CODECS, DiskFrames, codec_functions
 
 
 def compare_codecs(frames: np.ndarray, codecs=CODECS, rounds: int = 3) -> list[dict]:
@@ -46,6 +48,57 @@ def rss_split() -> tuple[int, int]:
     return info.rss - shared, shared
 
 
+def filesystem_type(path) -> str | None:
+    """The type of the filesystem ``path`` lies on (``ext4``, ``tmpfs``, ...), from /proc/mounts; None elsewhere."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    path = os.path.realpath(path)
+    best, kind = "", None
+    for line in mounts:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind
+
+
+def can_drop_page_cache(path, frames: int = 64) -> tuple[bool, str]:
+    """Whether a cold read can really be measured in directory ``path``: (True or False, why, in words).
+
+    Writes a small disk-backed store there, drops its pages the way ``cold_sampling_rate`` does, and
+    asks the kernel (``mincore``) how much of the file is still cached. On tmpfs (a RAM disk, what /tmp
+    is on many systems) the file *is* page cache and nothing can be dropped; where mincore cannot be
+    asked, a cold number cannot be verified. Either way a "cold" rate measured there would be a warm one.
+    """
+    kind = filesystem_type(path)
+    if kind in ("tmpfs", "ramfs"):
+        return False, f"{path} is on {kind}, a filesystem held in RAM: its files are page cache and cannot be dropped"
+    try:
+        store = DiskFrames(frames, (84, 84), path, name="probe")
+    except OSError as exc:
+        return False, f"no test file could be made in {path}: {exc}"
+    try:
+        store.array[:] = 1
+        try:
+            store.drop_page_cache()
+        except OSError as exc:
+            return False, f"dropping the page cache failed in {path}: {exc}"
+        left = store.cached_fraction()
+        if left is None:
+            return False, "this system cannot say which pages are cached (mincore), so a cold read cannot be checked"
+        if left > 0.05:
+            return False, (f"{left:.0%} of a test file in {path} stayed in the page cache after dropping it"
+                           + (f" ({kind})" if kind else ""))
+        return True, f"dropping the page cache works in {path}" + (f" ({kind})" if kind else "")
+    finally:
+        store.close()
+
+
 def cold_sampling_rate(memory, batch_size: int = 32, seconds: float = 1.0, min_batches: int = 20) -> dict:
     """Batches/s of a disk-backed memory with the page cache dropped before every batch (only ``sample`` timed).
 
@@ -66,14 +119,14 @@ def cold_sampling_rate(memory, batch_size: int = 32, seconds: float = 1.0, min_b
 
 
 def measure_storage(storage: str, capacity: int, pool, path=None, seconds: float = 1.0, batch_size: int = 32,
-                    cold_seconds: float = 1.0) -> dict:
+                    cold_seconds: float | None = 1.0) -> dict:
     """Fill one ``FrameSharingMemory(capacity, storage=...)`` from ``pool`` and measure it; for a fresh process.
 
     Meant for ``profiling.measure_in_subprocess(measure_storage, ...)``: RSS is read in that process
     right before the memory is built and right after ``capacity`` transitions went in (every slot
     written at least once), so only what the memory keeps is counted. Then ``sampling_rates``
     times ``sample(batch_size)``; a disk store is timed warm (right after the fill, its pages cached)
-    and cold (``cold_sampling_rate``).
+    and cold (``cold_sampling_rate``), unless ``cold_seconds`` is None (see ``can_drop_page_cache``).
     """
     gc.collect()
     anon0, file0 = rss_split()
@@ -92,7 +145,7 @@ def measure_storage(storage: str, capacity: int, pool, path=None, seconds: float
         row["cached_before_warm"] = memory.frames.cached_fraction()
     rates = sampling_rates(memory, batch_size, min_seconds=seconds)
     row.update({k: round(v, 1) for k, v in rates.items()})
-    if storage == "disk":
+    if storage == "disk" and cold_seconds is not None:
         cold = cold_sampling_rate(memory, batch_size, cold_seconds)
         row.update({"cold_batches_per_s": round(cold["batches_per_s"], 1), "cold_batches": cold["batches"],
                     "cached_before_cold": cold["cached_before"]})
