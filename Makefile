@@ -27,9 +27,11 @@ TEST_ENV := DQN_COURSE_QUICK=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 test: setup lint
 	$(TEST_ENV) $(PY) -m pytest tests --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-# ruff's settings are in pyproject.toml; make test runs this first.
+# ruff's settings and the import contracts (import-linter: which module may import which) are in pyproject.toml;
+# make test runs this first.
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 
 unit: setup
 	$(PY) -m pytest tests

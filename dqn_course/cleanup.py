@@ -160,7 +160,8 @@ def sweep_stale(prefix: str, dir: str | os.PathLike | None = None) -> list[str]:
     return removed
 
 
-def _remove(path: str, fd: int | None, owner: int) -> None:
+def _remove_folder(path: str, fd: int | None, owner: int) -> None:
+    """Remove the folder ``path`` and close its lock file ``fd``, in process ``owner`` only."""
     if os.getpid() != owner:  # a forked child exiting must not take its parent's folder
         return
     shutil.rmtree(path, ignore_errors=True)
@@ -190,9 +191,9 @@ class OwnedTempDir:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BaseException:
-            _remove(self.name, fd, os.getpid())
+            _remove_folder(self.name, fd, os.getpid())
             raise
-        self._finalizer = weakref.finalize(self, _remove, self.name, fd, os.getpid())
+        self._finalizer = weakref.finalize(self, _remove_folder, self.name, fd, os.getpid())
         self._held: list[tuple[int, ...]] = []
 
     def cleanup(self) -> None:

@@ -19,8 +19,8 @@ import torch
 
 from dqn_course.agent import DQNAgent
 from dqn_course.distributed import (Chunk, ClusterTooSmallError, DistConfig, Learner, ParameterServer, RaySession,
-                                    ReplayServer, RolloutWorker, check_fits, main, parse_args, run, weights_to_numpy,
-                                    worker_epsilons)
+                                    ReplayServer, RolloutWorker, check_cluster_fits, main, parse_command, run,
+                                    weights_to_numpy, worker_epsilons)
 from dqn_course.envs import make_breakout
 from dqn_course.lab.scaling import add_ratios, best_rounds, verdict
 
@@ -127,32 +127,33 @@ def _nodes(*cpus: float, gpus: tuple = ()) -> list[dict]:
 
 def test_fit_check_counts_the_learner_and_every_worker_per_node():
     cfg = dataclasses.replace(TINY, num_workers=2)
-    check_fits(cfg, _nodes(1, 2))  # learner + 2 workers on 3 CPUs: the evaluator later takes a worker's place
-    check_fits(dataclasses.replace(cfg, cpus_per_actor=2), _nodes(2, 4))
-    check_fits(dataclasses.replace(cfg, num_workers=3, cpus_per_actor=0.5), _nodes(1, 1))
+    # learner + 2 workers on 3 CPUs: the evaluator later takes a worker's place
+    check_cluster_fits(cfg, _nodes(1, 2))
+    check_cluster_fits(dataclasses.replace(cfg, cpus_per_actor=2), _nodes(2, 4))
+    check_cluster_fits(dataclasses.replace(cfg, num_workers=3, cpus_per_actor=0.5), _nodes(1, 1))
     with pytest.raises(ClusterTooSmallError) as err:
-        check_fits(dataclasses.replace(cfg, num_workers=3), _nodes(1, 2))
+        check_cluster_fits(dataclasses.replace(cfg, num_workers=3), _nodes(1, 2))
     message = str(err.value)
     assert "needs 4 actors of 1 CPU at once, 4 CPUs in all" in message and "the cluster has 3 CPUs" in message
     assert "n0: 1 CPU, n1: 2 CPU" in message and "room for 3 such actors" in message
     assert "--workers 2" in message and "--cpus-per-actor 0.5" in message and "--num-cpus=1" in message
     # 3 CPUs are enough CPUs for 4 x 0.75, but no node holds more than floor(CPUs / 0.75) of them
     with pytest.raises(ClusterTooSmallError, match=r"4 actors of 0.75 CPU at once, 3 CPUs in all .* room for 3"):
-        check_fits(dataclasses.replace(cfg, num_workers=3, cpus_per_actor=0.75), _nodes(1, 2))
+        check_cluster_fits(dataclasses.replace(cfg, num_workers=3, cpus_per_actor=0.75), _nodes(1, 2))
     with pytest.raises(ClusterTooSmallError, match="no live node"):
-        check_fits(cfg, [])
+        check_cluster_fits(cfg, [])
 
 
 def test_fit_check_puts_the_learner_on_a_gpu_node():
     cfg = dataclasses.replace(TINY, num_workers=2, device="cuda")
-    check_fits(cfg, _nodes(1, 2, gpus=(1,)), learner_gpus=1)
-    check_fits(cfg, _nodes(2, 1, gpus=(0, 1)), learner_gpus=1)
+    check_cluster_fits(cfg, _nodes(1, 2, gpus=(1,)), learner_gpus=1)
+    check_cluster_fits(cfg, _nodes(2, 1, gpus=(0, 1)), learner_gpus=1)
     with pytest.raises(ClusterTooSmallError, match=r"needs 1 CPU \+ 1 GPU on one node .*--device cpu"):
-        check_fits(cfg, _nodes(4, 4), learner_gpus=1)
+        check_cluster_fits(cfg, _nodes(4, 4), learner_gpus=1)
     with pytest.raises(ClusterTooSmallError, match="no node of the cluster has that"):  # the GPU node has no CPU
-        check_fits(cfg, _nodes(0.5, 4, gpus=(1,)), learner_gpus=1)
+        check_cluster_fits(cfg, _nodes(0.5, 4, gpus=(1,)), learner_gpus=1)
     with pytest.raises(ClusterTooSmallError, match="--workers 1"):
-        check_fits(dataclasses.replace(cfg, num_workers=3), _nodes(1, 1, gpus=(1,)), learner_gpus=1)
+        check_cluster_fits(dataclasses.replace(cfg, num_workers=3), _nodes(1, 1, gpus=(1,)), learner_gpus=1)
 
 
 def test_cli_reports_bad_settings_like_argparse(capsys):
@@ -331,14 +332,15 @@ def test_session_joins_a_running_cluster_and_leaves_it_running(session, roles):
 
 
 def test_cli_flags_become_the_config():
-    cfg, args = parse_args(["--workers", "3", "--total-steps", "500", "--double", "true", "--epsilon", "0.1",
-                            "--max-learning-seconds", "30", "--address", "10.0.0.1:6379", "--json",
-                            "--cpus-per-actor", "0.5", "--pending-report-seconds", "5"])
-    assert cfg == dataclasses.replace(DistConfig(), num_workers=3, total_steps=500, double=True, epsilon=0.1,
-                                      max_learning_seconds=30.0, cpus_per_actor=0.5, pending_report_seconds=5.0)
-    assert args.address == "10.0.0.1:6379" and args.json
+    command = parse_command(["--workers", "3", "--total-steps", "500", "--double", "true", "--epsilon", "0.1",
+                             "--max-learning-seconds", "30", "--address", "10.0.0.1:6379", "--json",
+                             "--cpus-per-actor", "0.5", "--pending-report-seconds", "5"])
+    assert command.cfg == dataclasses.replace(DistConfig(), num_workers=3, total_steps=500, double=True,
+                                              epsilon=0.1, max_learning_seconds=30.0, cpus_per_actor=0.5,
+                                              pending_report_seconds=5.0)
+    assert command.address == "10.0.0.1:6379" and command.json
     with pytest.raises(SystemExit):
-        parse_args(["--double", "maybe"])
+        parse_command(["--double", "maybe"])
 
 
 def test_close_leaves_no_process_or_folder(session):

@@ -6,6 +6,8 @@ import re
 import tomllib
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -14,36 +16,12 @@ def pyproject() -> dict:
         return tomllib.load(f)
 
 
-def _pip_list_by_hand(text: str) -> list[str]:
-    """The ``- pip:`` block of environment.yml: the ``- item`` lines indented deeper than it."""
-    items, indent = [], None
-    for line in text.splitlines():
-        stripped = line.split(" #", 1)[0].rstrip()
-        if not stripped.strip() or stripped.lstrip().startswith("#"):
-            continue
-        depth = len(stripped) - len(stripped.lstrip())
-        if indent is None:
-            if re.fullmatch(r"-\s*pip:", stripped.strip()):
-                indent = depth
-            continue
-        if depth <= indent:
-            break
-        items.append(stripped.strip()[1:].strip().strip("'\""))
-    return items
-
-
 def conda_pip_list() -> list[str]:
-    text = (ROOT / "environment.yml").read_text()
-    by_hand = _pip_list_by_hand(text)
-    try:
-        import yaml
-    except ImportError:  # pyyaml is not a declared dependency; the hand parser is enough
-        return by_hand
-    env = yaml.safe_load(text)
+    """The ``- pip:`` list of environment.yml's dependencies (read with PyYAML)."""
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
     blocks = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
     assert len(blocks) == 1, "environment.yml should have exactly one pip block"
-    assert blocks[0] == by_hand, "the hand parser and yaml disagree: fix _pip_list_by_hand"
-    return blocks[0]
+    return [str(item) for item in blocks[0]]
 
 
 def normalise(req: str) -> str:
@@ -86,7 +64,7 @@ def test_python_version_agrees():
 
 def test_dev_extra_has_what_the_tests_use():
     dev = " ".join(pyproject()["project"]["optional-dependencies"]["dev"])
-    for name in ("pytest", "hypothesis", "nbval"):
+    for name in ("pytest", "hypothesis", "nbval", "PyYAML", "import-linter"):
         assert re.search(rf"\b{name}\b", dev), f"tests need {name}: add it to the dev extra"
 
 
@@ -104,6 +82,8 @@ def test_makefile_has_the_two_targets():
     assert re.search(r"^test:.*\n(\t.*\n)*\t.*pytest tests", text, re.M), "make test should run pytest on tests/"
     assert re.search(r"^test:.*\blint\b", text, re.M) and re.search(r"^lint:.*\n\t.*ruff check", text, re.M), (
         "make test should run the linter (make lint: ruff check) first")
+    assert re.search(r"^lint:.*\n(\t.*\n)*\t.*lint-imports", text, re.M), (
+        "make lint should check the import contracts (lint-imports)")
 
 
 def test_ci_runs_make_test():

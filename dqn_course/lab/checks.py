@@ -9,6 +9,9 @@ every check passes the right answer and rejects wrong ones with its hint.
 """
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
+
 
 def _passed(message: str) -> bool:
     print(f"✓ {message}")
@@ -21,35 +24,47 @@ def _not_answered_yet(todo: str) -> None:
     return None
 
 
-def _require_number(answer, what: str) -> None:
+def _require_number(value, should: str) -> None:
+    """Raise ``AssertionError`` "<should>, got <type>: <value>" unless ``value`` is a real number (not a bool)."""
     import numbers
 
-    assert isinstance(answer, numbers.Real) and not isinstance(answer, bool), (
-        f"{what} should be a number of bytes (an int), got {type(answer).__name__}: {answer!r}")
+    assert isinstance(value, numbers.Real) and not isinstance(value, bool), (
+        f"{should}, got {type(value).__name__}: {value!r}")
+
+
+def _check_number(answer, expected: float, *, todo: str, should: str, right: str, hints: list[tuple[float, str]],
+                  otherwise: str, close: Callable[[float, float], bool] = operator.eq, show: str = ",") -> bool | None:
+    """The pattern of the checks that take one number: ``None`` is not answered yet (``todo`` says what to do);
+    anything but a number fails with ``should``; an answer ``close`` to ``expected`` passes with ``right``;
+    otherwise the first hint whose value the answer is close to, or ``otherwise``, in
+    "<answer> is not it: <hint>." (the answer formatted with ``show``)."""
+    if answer is None:
+        return _not_answered_yet(todo)
+    _require_number(answer, should)
+    if close(answer, expected):
+        return _passed(right)
+    hint = next((h for value, h in hints if close(answer, value)), otherwise)
+    raise AssertionError(f"{answer:{show}} is not it: {hint}.")
 
 
 # --- notebook 00: setup -------------------------------------------------------------------------------------
 
 def check_raw_transition_bytes(answer) -> bool | None:
     """Notebook 00: bytes of one transition whose s and s' are separate 4-stacks of raw 210x160x3 uint8 screens."""
-    if answer is None:
-        return _not_answered_yet("set `answer` to the number of bytes")
-    _require_number(answer, "answer")
     screen = 210 * 160 * 3
     expected = 2 * 4 * screen
-    if answer == expected:
-        return _passed(f"{expected:,} bytes per transition: 2 states (s and s') x 4 screens x 210x160x3 bytes.")
-    hints = {
-        screen: "that is one screen; a transition holds two states of 4 screens each",
-        4 * screen: "that is one 4-stack (s); s' is stored as a separate copy too",
-        2 * screen: "that is s and s' as single screens; each state is a stack of 4 screens",
-        8 * expected: "that is bits; count bytes (a uint8 pixel value is 1 byte)",
-        2 * 4 * 84 * 84: "that is 84x84 gray frames; this memory stores raw 210x160x3 RGB screens",
-        2 * 4 * 210 * 160: "that leaves out the 3 colour channels of each pixel",
-    }
-    hint = hints.get(answer, "bytes = height x width x channels (x 1 byte per uint8) per screen, "
-                             "x 4 screens per state, x 2 states (s and s')")
-    raise AssertionError(f"{answer:,} is not it: {hint}.")
+    return _check_number(
+        answer, expected, todo="set `answer` to the number of bytes",
+        should="answer should be a number of bytes (an int)",
+        right=f"{expected:,} bytes per transition: 2 states (s and s') x 4 screens x 210x160x3 bytes.",
+        hints=[(screen, "that is one screen; a transition holds two states of 4 screens each"),
+               (4 * screen, "that is one 4-stack (s); s' is stored as a separate copy too"),
+               (2 * screen, "that is s and s' as single screens; each state is a stack of 4 screens"),
+               (8 * expected, "that is bits; count bytes (a uint8 pixel value is 1 byte)"),
+               (2 * 4 * 84 * 84, "that is 84x84 gray frames; this memory stores raw 210x160x3 RGB screens"),
+               (2 * 4 * 210 * 160, "that leaves out the 3 colour channels of each pixel")],
+        otherwise=("bytes = height x width x channels (x 1 byte per uint8) per screen, x 4 screens per state, "
+                   "x 2 states (s and s')"))
 
 
 # --- notebook 01: the naive agent ---------------------------------------------------------------------------
@@ -83,7 +98,7 @@ def check_bytes_per_transition(bytes_per_transition) -> bool | None:
         got = _call_answer(bytes_per_transition, args, "bytes_per_transition")
         if got is None:
             return _not_answered_yet("bytes_per_transition still returns None; return a number of bytes")
-        _require_number(got, f"bytes_per_transition{args}")
+        _require_number(got, f"bytes_per_transition{args} should be a number of bytes (an int)")
         expected = (rss_b - rss_a) / (step_b - step_a)
         if abs(got - expected) <= 1e-6 * max(1.0, abs(expected)):
             continue
@@ -115,7 +130,6 @@ def check_killed_at_step(killed_at_step) -> bool | None:
     Answers within one step of that are right (rounding up or down is fine).
     """
     import math
-    import numbers
 
     if killed_at_step is None:
         return _not_answered_yet("write `killed_at_step(baseline_bytes, bytes_per_step, available_bytes)` and "
@@ -132,9 +146,7 @@ def check_killed_at_step(killed_at_step) -> bool | None:
         got = _call_answer(killed_at_step, args, "killed_at_step")
         if got is None:
             return _not_answered_yet("killed_at_step still returns None; return a step number")
-        assert isinstance(got, numbers.Real) and not isinstance(got, bool), (
-            f"killed_at_step{args} should return a step number (int, float or math.inf), got "
-            f"{type(got).__name__}: {got!r}")
+        _require_number(got, f"killed_at_step{args} should return a step number (int, float or math.inf)")
         if per_step <= 0:
             assert got == math.inf, (
                 f"killed_at_step{args} returned {got!r}: with bytes_per_step = {per_step} the memory never grows, "
@@ -287,10 +299,7 @@ def check_prediction(prediction, measured, what: str, rel: float = 0.02, *,
     """
     if prediction is None:
         return _not_answered_yet(f"write your prediction of {what} (a number) in the cell above")
-    import numbers
-
-    assert isinstance(prediction, numbers.Real) and not isinstance(prediction, bool), (
-        f"the prediction of {what} should be a number, got {type(prediction).__name__}: {prediction!r}")
+    _require_number(prediction, f"the prediction of {what} should be a number")
     off = abs(prediction - measured) / max(abs(measured), 1e-12)
     if off <= rel:
         return _passed(f"{what}: predicted {_show(prediction)}, measured {_show(measured)}")
@@ -339,6 +348,33 @@ QUESTIONS = {
     "06b.fill_every_slot": ("b", "np.zeros pages cost no RSS until written, so an unfilled ring would look cheap",
                             {"a": "the arithmetic is the same either way; the RSS is not",
                              "c": "sampling works on a partly filled ring"}),
+    "08.zero_priority": ("a", "a leaf of priority 0 owns an empty interval of the line, so no mass can land in it",
+                         {"b": "the walk has no special case for zero: look at what the leaf owns on the line",
+                          "c": "the slot stays in the memory; only its priority is 0"}),
+    "08.where_tree_hurts": ("b", "a GPU shrinks the network's part of a step while the tree stays on the CPU",
+                            {"a": "on a CPU the network dominates the step: the tree's share is small there",
+                             "c": "the tree's time is about fixed, but the step it is compared with is not"}),
+    "08.weights_n": ("b", "N multiplies every weight by the same factor, which the division by the largest removes",
+                     {"a": "every weight changes by the same factor; divide by the largest and see what is left",
+                      "c": "only β and the ratios between the probabilities survive the division"}),
+    "09.what_sets_speed": ("b", "a batch decompresses 32 x 5 = 160 frames, so the decompression time sets the rate",
+                           {"a": "the ratio decides the RAM, not how fast a batch is drawn",
+                            "c": "each frame is compressed once, when stored, but decompressed at every draw"}),
+    "09.cold_disk": ("c", "cold, every frame is a read at a random place on the device; warm, its page is in RAM",
+                     {"a": "the disk store keeps raw frames, uncompressed",
+                      "b": "a memory-mapped gather reads only the pages its frames lie on"}),
+    "09.two_checkpoints": ("a", "if the newest file is damaged, a resume falls back to the previous good one",
+                           {"b": "one file holds the whole state: networks, optimiser, replay and counters",
+                            "c": "a resume restores one state exactly; nothing is averaged"}),
+    "09.redone_steps": ("b", "the resume starts from the newest good checkpoint; the steps after it are played again",
+                        {"a": "the state after the checkpoint died with the process",
+                         "c": "the checkpoint holds the whole state up to its step"}),
+    "10.samples_per_step": ("b", "32 x updates/s / env steps/s: the steps sped up, the learner did not",
+                            {"a": "8 holds only while one update follows every 4 steps; Ray decouples them",
+                             "c": "more data per second spreads the same updates over more transitions"}),
+    "10.second_worker": ("c", "a worker needs a core; with none idle it takes turns with the learner and the rest",
+                         {"a": "Ray places as many workers as there are logical CPUs declared",
+                          "b": "the replay actor keeps one stream per worker"}),
 }
 
 
@@ -566,33 +602,29 @@ def check_updates_in_run(answer) -> bool | None:
     updates at every multiple of 4 from 80,000 to 10,000,000: 2,480,001) or off by one is accepted:
     anything within 4 of 2,480,000.
     """
-    if answer is None:
-        return _not_answered_yet("set `updates` to the number of gradient updates")
-    import numbers
-
-    assert isinstance(answer, numbers.Real) and not isinstance(answer, bool), (
-        f"updates should be a number (of gradient updates), got {type(answer).__name__}: {answer!r}")
     total, starts, every, batch, envs = 10_000_000, 80_000, 4, 32, 8
     expected = (total - starts) / every
-    if abs(answer - expected) <= 4:
-        return _passed(f"{expected:,.0f} gradient updates: none in the first {starts:,} steps, then one per "
-                       f"{every} agent steps ({expected * batch:,.0f} sampled transitions in batches of {batch}); "
-                       f"the same with {envs} envs, {envs // every} updates per vector step.")
-    hints = [
-        (total / every, "no update happens before learning_starts: subtract those 80,000 steps first"),
-        (total - starts, "one update per train_every = 4 agent steps, not one per step"),
-        (expected * batch, "that counts sampled transitions; each update uses one batch of 32"),
-        (expected / batch, "the batch size does not divide the count: one update per 4 steps, whatever the batch"),
-        (expected / envs, "train_every counts agent steps summed over all envs: 8 envs make 2 updates per vector "
-                          "step, so the total does not change"),
-        (expected * envs, "10M counts agent steps over all envs together: 8 envs don't multiply the updates"),
-        (expected / 4, "10M already counts agent steps, not emulator frames: don't divide by the frame skip"),
-        (total / every - starts, "subtract the 80,000 steps before dividing by 4 (80,000 steps make no update), "
-                                 "not from the result"),
-    ]
-    hint = next((h for value, h in hints if abs(answer - value) <= 4),
-                "updates = (total_steps - learning_starts) / train_every")
-    raise AssertionError(f"{answer:,} is not it: {hint}.")
+    return _check_number(
+        answer, expected, todo="set `updates` to the number of gradient updates",
+        should="updates should be a number (of gradient updates)",
+        right=(f"{expected:,.0f} gradient updates: none in the first {starts:,} steps, then one per {every} agent "
+               f"steps ({expected * batch:,.0f} sampled transitions in batches of {batch}); the same with {envs} "
+               f"envs, {envs // every} updates per vector step."),
+        hints=[
+            (total / every, "no update happens before learning_starts: subtract those 80,000 steps first"),
+            (total - starts, "one update per train_every = 4 agent steps, not one per step"),
+            (expected * batch, "that counts sampled transitions; each update uses one batch of 32"),
+            (expected / batch, "the batch size does not divide the count: one update per 4 steps, whatever the "
+                               "batch"),
+            (expected / envs, "train_every counts agent steps summed over all envs: 8 envs make 2 updates per "
+                              "vector step, so the total does not change"),
+            (expected * envs, "10M counts agent steps over all envs together: 8 envs don't multiply the updates"),
+            (expected / 4, "10M already counts agent steps, not emulator frames: don't divide by the frame skip"),
+            (total / every - starts, "subtract the 80,000 steps before dividing by 4 (80,000 steps make no update), "
+                                     "not from the result"),
+        ],
+        otherwise="updates = (total_steps - learning_starts) / train_every",
+        close=lambda a, b: abs(a - b) <= 4)
 
 
 # --- notebook 08: can PER be cheap? -------------------------------------------------------------------------
@@ -666,38 +698,32 @@ def check_min_compression_ratio(answer) -> bool | None:
     Each slot costs its payload plus 16 B of bookkeeping, an 8 B list slot and a 33 B ``bytes`` header
     (64-bit CPython), so the payload may be 1,000 - 57 = 943 B: ratio 7,056 / 943 ≈ 7.48.
     """
-    if answer is None:
-        return _not_answered_yet("set `min_ratio` to the smallest compression ratio")
-    import numbers
-
-    assert isinstance(answer, numbers.Real) and not isinstance(answer, bool), (
-        f"min_ratio should be a number (frame bytes / payload bytes), got {type(answer).__name__}: {answer!r}")
     frame, per_slot = 84 * 84, 1e9 / 1e6
     o = _slot_overheads()
     overhead = sum(o.values())
     expected = frame / (per_slot - overhead)
-    if abs(answer - expected) <= 0.005 * expected:
-        return _passed(f"{expected:.2f}x: 10^9 B / 10^6 slots = {per_slot:,.0f} B a slot, minus {overhead} B of "
-                       f"overhead ({o['bookkeeping']} bookkeeping + {o['list_slot']} list slot + {o['bytes_header']} "
-                       f"bytes header) leaves {per_slot - overhead:,.0f} B for the payload: {frame:,} / "
-                       f"{per_slot - overhead:,.0f}")
-    hints = [
-        (frame / per_slot, "each slot also pays for bookkeeping, a list slot and the payload's bytes header: "
-                           "subtract them from the 1,000 B first"),
-        (frame / (per_slot - o["bookkeeping"]), "the payload is a Python bytes object (with a header) held in a "
-                                                "list (one pointer a slot): subtract those too"),
-        (frame / (per_slot - o["list_slot"] - o["bytes_header"]), "the ring's bookkeeping arrays (action, reward, "
-                                                                   "flags, id) cost 16 B a slot as well"),
-        (frame / (per_slot - o["bookkeeping"] - o["list_slot"]), "a bytes object carries a 33 B header "
-                                                                 "(sys.getsizeof(b''))"),
-        (frame / (per_slot - o["bookkeeping"] - o["bytes_header"]), "the list holds one 8 B pointer per slot"),
-        (frame / (2**30 / 1e6 - overhead), "1 GB here is 10^9 bytes, not 2^30"),
-        ((per_slot - overhead) / frame, "the ratio is frame bytes over payload bytes (greater than 1)"),
-        (per_slot - overhead, "that is the payload budget in bytes; the ratio is 7,056 divided by it"),
-    ]
-    hint = next((h for value, h in hints if abs(answer - value) <= 0.005 * abs(value)),
-                "ratio = 7,056 / (1,000 B per slot - the per-slot overheads)")
-    raise AssertionError(f"{answer:,.4g} is not it: {hint}.")
+    return _check_number(
+        answer, expected, todo="set `min_ratio` to the smallest compression ratio",
+        should="min_ratio should be a number (frame bytes / payload bytes)",
+        right=(f"{expected:.2f}x: 10^9 B / 10^6 slots = {per_slot:,.0f} B a slot, minus {overhead} B of overhead "
+               f"({o['bookkeeping']} bookkeeping + {o['list_slot']} list slot + {o['bytes_header']} bytes header) "
+               f"leaves {per_slot - overhead:,.0f} B for the payload: {frame:,} / {per_slot - overhead:,.0f}"),
+        hints=[
+            (frame / per_slot, "each slot also pays for bookkeeping, a list slot and the payload's bytes header: "
+                               "subtract them from the 1,000 B first"),
+            (frame / (per_slot - o["bookkeeping"]), "the payload is a Python bytes object (with a header) held in "
+                                                    "a list (one pointer a slot): subtract those too"),
+            (frame / (per_slot - o["list_slot"] - o["bytes_header"]), "the ring's bookkeeping arrays (action, "
+                                                                       "reward, flags, id) cost 16 B a slot as well"),
+            (frame / (per_slot - o["bookkeeping"] - o["list_slot"]), "a bytes object carries a 33 B header "
+                                                                     "(sys.getsizeof(b''))"),
+            (frame / (per_slot - o["bookkeeping"] - o["bytes_header"]), "the list holds one 8 B pointer per slot"),
+            (frame / (2**30 / 1e6 - overhead), "1 GB here is 10^9 bytes, not 2^30"),
+            ((per_slot - overhead) / frame, "the ratio is frame bytes over payload bytes (greater than 1)"),
+            (per_slot - overhead, "that is the payload budget in bytes; the ratio is 7,056 divided by it"),
+        ],
+        otherwise="ratio = 7,056 / (1,000 B per slot - the per-slot overheads)",
+        close=lambda a, b: abs(a - b) <= 0.005 * abs(b), show=",.4g")
 
 
 # --- notebook 09, second half: resuming a run ---------------------------------------------------------------
@@ -748,58 +774,23 @@ def check_chunk_bytes(answer) -> bool | None:
     A chunk carries its first state as a full 4-stack and then one new 84x84 uint8 frame per step:
     (4 + 100) x 7,056 = 733,824 bytes, against 100 x 2 x 4 x 7,056 = 5,644,800 for s and s' stacks.
     """
-    if answer is None:
-        return _not_answered_yet("set `predicted_bytes` to your prediction of the bytes of pixels in the chunk")
-    _require_number(answer, "predicted_bytes")
     expected = (STACK + CHUNK_STEPS) * FRAME_BYTES
     stacks = CHUNK_STEPS * 2 * STACK * FRAME_BYTES
-    if answer == expected:
-        return _passed(f"{expected:,} bytes: one 4-frame stack to start from, then one new frame per step; "
-                       f"{stacks / expected:.1f}x less than sending s and s' stacks ({stacks:,} bytes).")
-    hints = {
-        CHUNK_STEPS * FRAME_BYTES: "the replay also needs the first state's whole stack to rebuild the first "
-                                   "transition: add its 4 frames",
-        (CHUNK_STEPS + 1) * FRAME_BYTES: "the first state is a stack of 4 frames, not one frame",
-        stacks: "that is s and s' as full stacks for every transition; a chunk sends one new frame per step",
-        CHUNK_STEPS * STACK * FRAME_BYTES: "that is one full stack per step; consecutive stacks share 3 of their "
-                                           "4 frames, so each step adds only one new frame",
-        CHUNK_STEPS * (STACK + 1) * FRAME_BYTES: "that is a folded 5-frame state per transition; within a chunk the "
-                                                 "frames chain, so each step adds only one new frame",
-        4 * expected: "pixels are uint8, 1 byte each, not float32",
-        8 * expected: "that is bits; count bytes",
-    }
-    hint = hints.get(answer, "bytes = (frames in the first stack + one frame per step) x 84 x 84")
-    raise AssertionError(f"{answer:,} is not it: {hint}.")
-
-
-# --- notebooks 08-10: short questions (checked by check_question, like those of notebooks 03-06) -------------
-
-QUESTIONS.update({
-    "08.zero_priority": ("a", "a leaf of priority 0 owns an empty interval of the line, so no mass can land in it",
-                         {"b": "the walk has no special case for zero: look at what the leaf owns on the line",
-                          "c": "the slot stays in the memory; only its priority is 0"}),
-    "08.where_tree_hurts": ("b", "a GPU shrinks the network's part of a step while the tree stays on the CPU",
-                            {"a": "on a CPU the network dominates the step: the tree's share is small there",
-                             "c": "the tree's time is about fixed, but the step it is compared with is not"}),
-    "08.weights_n": ("b", "N multiplies every weight by the same factor, which the division by the largest removes",
-                     {"a": "every weight changes by the same factor; divide by the largest and see what is left",
-                      "c": "only β and the ratios between the probabilities survive the division"}),
-    "09.what_sets_speed": ("b", "a batch decompresses 32 x 5 = 160 frames, so the decompression time sets the rate",
-                           {"a": "the ratio decides the RAM, not how fast a batch is drawn",
-                            "c": "each frame is compressed once, when stored, but decompressed at every draw"}),
-    "09.cold_disk": ("c", "cold, every frame is a read at a random place on the device; warm, its page is in RAM",
-                     {"a": "the disk store keeps raw frames, uncompressed",
-                      "b": "a memory-mapped gather reads only the pages its frames lie on"}),
-    "09.two_checkpoints": ("a", "if the newest file is damaged, a resume falls back to the previous good one",
-                           {"b": "one file holds the whole state: networks, optimiser, replay and counters",
-                            "c": "a resume restores one state exactly; nothing is averaged"}),
-    "09.redone_steps": ("b", "the resume starts from the newest good checkpoint; the steps after it are played again",
-                        {"a": "the state after the checkpoint died with the process",
-                         "c": "the checkpoint holds the whole state up to its step"}),
-    "10.samples_per_step": ("b", "32 x updates/s / env steps/s: the steps sped up, the learner did not",
-                            {"a": "8 holds only while one update follows every 4 steps; Ray decouples them",
-                             "c": "more data per second spreads the same updates over more transitions"}),
-    "10.second_worker": ("c", "a worker needs a core; with none idle it takes turns with the learner and the rest",
-                         {"a": "Ray places as many workers as there are logical CPUs declared",
-                          "b": "the replay actor keeps one stream per worker"}),
-})
+    return _check_number(
+        answer, expected, todo="set `predicted_bytes` to your prediction of the bytes of pixels in the chunk",
+        should="predicted_bytes should be a number of bytes (an int)",
+        right=(f"{expected:,} bytes: one 4-frame stack to start from, then one new frame per step; "
+               f"{stacks / expected:.1f}x less than sending s and s' stacks ({stacks:,} bytes)."),
+        hints=[
+            (CHUNK_STEPS * FRAME_BYTES, "the replay also needs the first state's whole stack to rebuild the first "
+                                        "transition: add its 4 frames"),
+            ((CHUNK_STEPS + 1) * FRAME_BYTES, "the first state is a stack of 4 frames, not one frame"),
+            (stacks, "that is s and s' as full stacks for every transition; a chunk sends one new frame per step"),
+            (CHUNK_STEPS * STACK * FRAME_BYTES, "that is one full stack per step; consecutive stacks share 3 of "
+                                                "their 4 frames, so each step adds only one new frame"),
+            (CHUNK_STEPS * (STACK + 1) * FRAME_BYTES, "that is a folded 5-frame state per transition; within a chunk "
+                                                      "the frames chain, so each step adds only one new frame"),
+            (4 * expected, "pixels are uint8, 1 byte each, not float32"),
+            (8 * expected, "that is bits; count bytes"),
+        ],
+        otherwise="bytes = (frames in the first stack + one frame per step) x 84 x 84")
