@@ -10,14 +10,16 @@ For every recorded run (``playback.recorded_runs``: data/breakout-cpu, data/brea
   (``train.evaluate(None, cfg, games)``: same game settings, seeds and step cap as its eval.csv rows),
   measured once and kept, so the comparison is with the same games the agent was scored on;
 * ``data/figures/learning_curve.png``: every run's evaluations and training games against random
-  play, five times random, and CleanRL's published 10M-step score (``playback.plot_learning``);
+  play, five times random, and the published scores at their step counts (``playback.plot_learning``);
 * ``data/figures/agent.gif``: the longest-trained run's policy (``checkpoint.pt``) playing one game;
-* README.md, between ``<!-- learning:begin -->`` and ``<!-- learning:end -->``: a table of each run's
-  last evaluation against its random baseline.
+* README.md, between ``<!-- learning:begin -->`` and ``<!-- learning:end -->``: each run's committed policy as
+  ``python -m dqn_course.evaluate`` measured it (``evaluation.json``, refused unless its SHA-256 is the committed
+  ``checkpoint.pt``'s), then the published scores of ``data/published.json`` with their sources and protocols.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -50,15 +52,37 @@ def measure_random(run_dir: Path, games: int = RANDOM_GAMES) -> dict:
     return result
 
 
+def checked_evaluation(run_dir: Path) -> dict:
+    """The run's ``evaluation.json``, refused unless it measured the very ``checkpoint.pt`` committed beside it."""
+    result = playback.recorded_evaluation(run_dir)
+    if result is None:
+        raise SystemExit(f"data/{run_dir.name} has no evaluation.json: run python -m dqn_course.evaluate "
+                         f"data/{run_dir.name} --games 30 --json > data/{run_dir.name}/evaluation.json")
+    digest = hashlib.sha256((run_dir / "checkpoint.pt").read_bytes()).hexdigest()
+    if result["sha256"] != digest:
+        raise SystemExit(f"data/{run_dir.name}/evaluation.json measured another checkpoint.pt than the one committed "
+                         "beside it: evaluate the committed file again (python -m dqn_course.evaluate ...)")
+    return result
+
+
 def readme_block(runs: list[Path]) -> str:
-    """The README's learning table, from each run's eval.csv and random.json."""
-    lines = [BEGIN, "| run | agent steps | last evaluation (ε = 0.05) | random play, same protocol | ratio |",
-             "|---|---|---|---|---|"]
+    """The README's learning tables: each run's committed policy as ``dqn_course.evaluate`` measured it (fresh seeds,
+    random play on the same games), then the published scores of ``data/published.json`` with their sources."""
+    lines = [BEGIN, "| run | policy saved at agent step | score, fresh games (ε = 0.05) | random play, same games | "
+             "ratio |", "|---|---|---|---|---|"]
     for run_dir in runs:
-        last, rand = playback.last_evaluation(run_dir), json.loads((run_dir / "random.json").read_text())
-        lines.append(f"| [`data/{run_dir.name}`](data/{run_dir.name}/README.md) | {last['step']:,} | "
-                     f"{last['mean']:.1f} ± {last['std']:.1f} ({last['games']} games) | "
-                     f"{rand['mean']:.2f} ({rand['games']} games) | **{last['mean'] / rand['mean']:.1f}×** |")
+        e = checked_evaluation(run_dir)
+        lines.append(f"| [`data/{run_dir.name}`](data/{run_dir.name}/README.md) | {e['step']:,} | "
+                     f"{e['policy']['mean']:.1f} ± {e['policy']['std']:.1f} ({e['policy']['games']} games, seed "
+                     f"{e['protocol']['seed']:,}) | {e['random']['mean']:.2f} ± {e['random']['std']:.2f} | "
+                     f"**{e['ratio']:.1f}×** |")
+    lines += ["", "Published Breakout scores, each measured with its own protocol (not the course's: read them as "
+              "ballpark):", "", "| method | agent steps | score | how it was measured | source |",
+              "|---|---:|---:|---|---|"]
+    for r in playback.published_scores():
+        steps = f"{r['agent_steps']:,}" if r["agent_steps"] else "—"
+        score = f"{r['score']:g}" + (f" ± {r['std']:g}" if r.get("std") else "")
+        lines.append(f"| {r['method']} | {steps} | {score} | {r['protocol']} | [{r['source']}]({r['url']}) |")
     return "\n".join(lines + [END])
 
 
@@ -97,7 +121,7 @@ def main() -> None:
             print(f"{run_dir.name}: random play {r['mean']:.2f} ± {r['std']:.2f} over {r['games']} games")
     FIGURES.mkdir(exist_ok=True)
     random_mean = json.loads((runs[0] / "random.json").read_text())["mean"]
-    fig = playback.plot_learning({r.name: r for r in runs}, random_mean)
+    fig = playback.plot_learning({r.name: r for r in runs}, random_mean, playback.published_scores())
     fig.savefig(FIGURES / "learning_curve.png", dpi=110)
     agent, info = playback.load_agent(runs[0] / "checkpoint.pt")
     game = playback.play_episode(agent, epsilon=0.05, max_steps=args.gif_steps, seed=0)

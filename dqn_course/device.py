@@ -1,10 +1,17 @@
-"""The one place the course picks its ``torch.device``, and how host arrays get onto it without waiting."""
+"""The one place the course picks its ``torch.device``, and how host arrays get onto it without waiting.
+
+Also what a CUDA device has free, and the refusal of an allocation it cannot hold (``check_fits_on_device``).
+"""
 from __future__ import annotations
 
 import os
 
 import numpy as np
 import torch
+
+from dqn_course.profiling import InsufficientMemoryError, format_bytes
+
+FIT_FRACTION = 0.9  # the share of a device's free memory a planned allocation may take (as for host RAM)
 
 
 def pick_device(prefer: str | None = None) -> torch.device:
@@ -13,6 +20,30 @@ def pick_device(prefer: str | None = None) -> torch.device:
     if choice:
         return torch.device(choice)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def free_memory(device: torch.device | str) -> int | None:
+    """Bytes free on a CUDA ``device`` now, as its driver reports them (other processes' use included), or None
+    for a device without that query: the CPU (``profiling.available_bytes`` tells its RAM) and MPS."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    free, _ = torch.cuda.mem_get_info(device)
+    return int(free)
+
+
+def check_fits_on_device(needed: int, device: torch.device | str, what: str, fixes: str,
+                         fraction: float = FIT_FRACTION) -> None:
+    """Refuse, before allocating, ``needed`` bytes on a CUDA ``device`` beyond ``fraction`` of its free memory.
+
+    Raises ``InsufficientMemoryError`` naming ``what``, the bytes needed, the free memory and ``fixes`` (what to
+    change). Devices without a free-memory query (``free_memory`` is None) pass: the host RAM guard covers the CPU.
+    """
+    free = free_memory(device)
+    if free is not None and needed > fraction * free:
+        raise InsufficientMemoryError(
+            f"{what} needs {format_bytes(needed)} on {device}, which has {format_bytes(free)} free "
+            f"(limit: {fraction:.0%} of that = {format_bytes(fraction * free)}). {fixes}")
 
 
 class Uploader:

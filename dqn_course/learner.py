@@ -13,10 +13,13 @@ the arithmetic:
   captured once as a CUDA graph and replayed: one launch per update instead of dozens;
 - losses are summed on the device and read only when a log row asks (``mean_loss``): no host sync per update.
 
-On the CPU the same function runs eagerly, so what the graph replays is what the CPU tests check.
+On the CPU the same function runs eagerly, so what the graph replays is what the CPU tests check. A capture that
+fails (an old driver, a GPU or a torch build without graph support) falls back to that eager update, with one
+``CudaGraphFallbackWarning`` saying why; ``graph=False`` (``--cuda-graph false``) skips the capture.
 """
 from __future__ import annotations
 
+import warnings
 from collections import deque
 
 import numpy as np
@@ -26,6 +29,10 @@ import torch.nn.functional as F
 from dqn_course.agent import DQNAgent
 from dqn_course.device import Uploader
 from dqn_course.replay import MultiStreamMemory
+
+
+class CudaGraphFallbackWarning(RuntimeWarning):
+    """The CUDA graph of the device learner's update could not be captured: updates run eagerly instead."""
 
 
 class EagerLearner:
@@ -54,8 +61,10 @@ class DeviceLearner:
     """Updates for ``agent`` from ``memory`` (a ``MultiStreamMemory`` with one frame bank on ``agent.device``).
 
     ``learn(k)`` runs k updates of ``batch_size`` transitions, each drawn uniformly as ``memory.sample``
-    draws them. Raises ``ValueError`` for a memory whose frames are not one bank on the agent's device or
-    that pads stacks with zeros (the graph gathers by index only).
+    draws them. ``graph``: capture the update as a CUDA graph (None: on CUDA devices); a capture that fails
+    warns once (``CudaGraphFallbackWarning``) and the updates run eagerly, from the state before the attempt.
+    Raises ``ValueError`` for a memory whose frames are not one bank on the agent's device or that pads stacks
+    with zeros (the graph gathers by index only).
     """
 
     def __init__(self, agent: DQNAgent, memory: MultiStreamMemory, batch_size: int, graph: bool | None = None):
@@ -79,11 +88,16 @@ class DeviceLearner:
         self._upload = Uploader(self.device)
         self._graph = None
         if self.graph_enabled:
-            for group in agent.optimizer.param_groups:  # Adam's step count stays on the device: graph-safe
-                group["capturable"] = True
-            for state in agent.optimizer.state.values():
-                if "step" in state:
-                    state["step"] = state["step"].to(self.device, torch.float32)
+            self._capturable_adam(True)
+
+    def _capturable_adam(self, on: bool) -> None:
+        """Adam with its step counts on the device (graph-safe, ``on``), or as a plain Adam keeps them (host)."""
+        optimizer = self.agent.optimizer
+        for group in optimizer.param_groups:
+            group["capturable"] = on
+        for state in optimizer.state.values():
+            if "step" in state:
+                state["step"] = state["step"].to(self.device if on else "cpu", torch.float32)
 
     # -- one update, as a function of the static inputs -------------------------------------------------------
     def _update(self) -> None:
@@ -105,11 +119,18 @@ class DeviceLearner:
         self.loss_sum.add_(loss.detach())
 
     def _capture(self) -> None:
-        """Capture ``_update`` as a CUDA graph. The warm-up (on a side stream, as CUDA graphs need) runs it for
-        real, so the weights and Adam's state are put back afterwards, in place: the graph reads these very
-        tensors, and Adam's state exists before the capture. The first replayed update is the first update."""
+        """Capture ``_update`` as a CUDA graph, or fall back to eager updates if that fails (see ``_fall_back``)."""
+        saved = snapshot(self.agent)
+        try:
+            self._warm_up_and_capture(saved)
+        except Exception as error:  # any failure of an optional speed-up: run without it
+            self._fall_back(saved, error)
+
+    def _warm_up_and_capture(self, saved: tuple[dict, dict]) -> None:
+        """The warm-up (on a side stream, as CUDA graphs need) runs the update for real, so the weights and Adam's
+        state are put back afterwards, in place: the graph reads these very tensors, and Adam's state exists before
+        the capture. The first replayed update is the first update."""
         agent = self.agent
-        saved = snapshot(agent)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -119,10 +140,28 @@ class DeviceLearner:
         torch.cuda.current_stream().wait_stream(side)
         restore_in_place(agent, saved)
         agent.optimizer.zero_grad(set_to_none=True)  # backward inside the graph writes (not adds) the grads
-        self._graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self._graph):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
             self._update()
+        self._graph = graph
         self.loss_sum.zero_()
+
+    def _fall_back(self, saved: tuple[dict, dict], error: Exception) -> None:
+        """After a failed capture: the state before it (weights and Adam's state as they were, Adam's step counts on
+        the host, no gradients, no loss counted), eager updates from now on, and one warning saying why and how to
+        skip the attempt."""
+        agent = self.agent
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # no warm-up work left in flight to overwrite what is restored
+        restore_in_place(agent, saved)  # Adam state the warm-up created is zeroed: what a fresh Adam starts from
+        self._capturable_adam(False)
+        agent.optimizer.zero_grad(set_to_none=True)
+        self.loss_sum.zero_()
+        self._graph, self.graph_enabled = None, False
+        warnings.warn(f"could not capture the update as a CUDA graph ({type(error).__name__}: {error}); running "
+                      f"each update eagerly instead (the same updates, more launches). To skip the capture and this "
+                      f"warning: --cuda-graph false (Config(cuda_graph=False); DeviceLearner(..., graph=False))",
+                      CudaGraphFallbackWarning, stacklevel=4)
 
     # -- planning: the slots of k updates, drawn on the host, one copy to the device ---------------------------
     def plan(self, k: int) -> list[tuple[torch.Tensor, ...]]:
@@ -147,9 +186,9 @@ class DeviceLearner:
             self.actions.copy_(actions)
             self.rewards.copy_(rewards)
             self.dones.copy_(dones)
+            if self.graph_enabled and self._graph is None:
+                self._capture()  # on failure: graph_enabled is False from now on
             if self.graph_enabled:
-                if self._graph is None:
-                    self._capture()
                 self._graph.replay()
             else:
                 self.agent.optimizer.zero_grad(set_to_none=True)

@@ -5,13 +5,16 @@
     python -m dqn_course.train --preset breakout-fast  # same learning problem: 8 C++ envs, replay on the GPU
 
 Any field of ``Config`` can be overridden: ``--total-steps 200000 --double true``.
-Writes ``log.csv`` (one row per finished game), ``eval.csv``, ``checkpoint.pt`` (the agent alone: for
-playing) and ``state-<step>.ckpt`` (the whole training state: for resuming) into ``out_dir``.
+Writes ``log.csv`` (one row per finished game), ``eval.csv``, ``checkpoint.pt`` (the agent alone, for playing:
+always the policy of the last evaluation, so the file on disk is a measured policy) and ``state-<step>.ckpt`` (the
+whole training state: for resuming) into ``out_dir``. A run evaluates every ``eval_every`` steps, at its last step
+and at its deadline; a stop between evaluations (a signal, the watchdog) saves the training state only.
 
     python -m dqn_course.train --preset quick --resume runs/quick        # carry on after a crash or kill -9
     python -m dqn_course.train --preset quick --max-rss-gb 4             # checkpoint and stop before 4 GB
     python -m dqn_course.train --preset quick --replay-storage lz4       # compressed replay frames
     python -m dqn_course.train --preset breakout-cpu --time-limit 60     # an hour now, --resume later
+    python -m dqn_course.train --preset breakout-fast --dry-run         # what it would allocate where, then exit
 
 A run stops cleanly (evaluation at a deadline, the whole state saved at the current step, logs closed,
 the ``--resume`` command printed, exit status 0) at ``--time-limit`` minutes, on SIGINT (Ctrl-C) or
@@ -26,6 +29,7 @@ import csv
 import dataclasses
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -48,16 +52,19 @@ from dqn_course.checkpoint import (
     training_state,
     write_checkpoint,
 )
-from dqn_course.device import check_device, pick_device
+from dqn_course.device import FIT_FRACTION, check_device, check_fits_on_device, free_memory, pick_device
 from dqn_course.envs import make_breakout, make_vector_envs
 from dqn_course.learner import DeviceLearner, EagerLearner
-from dqn_course.profiling import InsufficientMemoryError, check_fits, rss_bytes
+from dqn_course.networks import NatureCNN
+from dqn_course.profiling import InsufficientMemoryError, available_bytes, check_fits, format_bytes, rss_bytes
 from dqn_course.replay import MultiStreamMemory
-from dqn_course.replay.stores import STORAGES, InsufficientDiskError, check_disk_space, planned_host_bytes
+from dqn_course.replay.stores import CODECS, STORAGES, InsufficientDiskError, check_disk_space, planned_host_bytes
 from dqn_course.stopping import StopRequests
 from dqn_course.watchdog import MemoryWatchdog
 
 FRAME_SHAPE = (84, 84)  # one preprocessed screen: what the replay memory stores per agent step
+N_ACTIONS = 4  # Breakout's action set: the size of the networks' last layer
+SLOT_BYTES = 16  # replay bookkeeping per frame slot: action (uint8), reward (float32), done, first, valid, id (int64)
 
 
 @dataclass
@@ -94,6 +101,7 @@ class Config:
     num_envs: int = 1  # agent steps are counted across all envs; updates stay one per train_every of them
     env_backend: str = "gymnasium"  # "gymnasium" (envs stepped in Python) or "ale" (AtariVectorEnv, C++ threads)
     replay_on_device: bool = False  # keep replay frames on the training device (1M frames = 7 GB of GPU memory)
+    cuda_graph: bool = True  # frames on a GPU: capture each update as one CUDA graph (false: plain eager updates)
     per: bool = False  # prioritized replay (proportional, Schaul et al. 2016)
     per_alpha: float = 0.6
     per_beta0: float = 0.4  # importance-sampling exponent, annealed to 1 over the run
@@ -108,9 +116,12 @@ class Config:
         ``double="false"`` or ``lr="fast"`` are refused by name), then ranges and the rules between fields.
         numpy numbers and paths are stored back as plain ints, floats and strings. Also refuses
         (``InsufficientMemoryError`` / ``InsufficientDiskError``) a replay memory that does not fit in this
-        machine's RAM or on its disk, and a ``device`` that torch cannot use.
+        machine's RAM, in its GPU's free memory (``replay_on_device``) or on its disk, and a ``device`` that
+        torch cannot use.
         """
-        _check_config(self)
+        _check_settings(self)
+        check_device(self.device)
+        _check_machine(self, plan_allocation(self))
 
 
 PRESETS: dict[str, Config] = {
@@ -157,11 +168,9 @@ def _writable_folder(path: Path, what: str) -> None:
         raise ConfigError(f"{what} {path} cannot be written ({e}): choose another folder") from None
 
 
-def _check_config(cfg: Config) -> None:
-    """``Config.validate``'s checks, cheapest first; the replay's RAM/disk check last (it looks at the machine).
-
-    Every field against its annotation first (``dqn_course.check_fields``, shared with ``DistConfig``), then
-    ranges, then the rules between fields.
+def _check_settings(cfg: Config) -> None:
+    """``Config.validate``'s checks of the settings alone (``ConfigError``), cheapest first: every field against its
+    annotation (``dqn_course.check_fields``, shared with ``DistConfig``), then ranges, then the rules between fields.
     """
     check_fields(cfg)
     check_ranges(cfg, positive=_POSITIVE, non_negative=_NON_NEGATIVE, fractions=_FRACTIONS)
@@ -188,19 +197,164 @@ def _check_config(cfg: Config) -> None:
     require(not (cfg.per and cfg.replay_on_device),
             "--per true needs --replay-on-device false: prioritized replay samples on the host (its sum tree and "
             "importance weights), and the device learner samples on the device; drop one of the two")
-    check_device(cfg.device)
+
+
+def _check_machine(cfg: Config, plan: AllocationPlan) -> None:
+    """``Config.validate``'s checks against this machine (its device checked before): the folders can be written,
+    and the replay (``plan``) fits in RAM, in the GPU's free memory and on the disk. Raises ``ConfigError``,
+    ``InsufficientMemoryError`` or ``InsufficientDiskError``."""
     out = Path(cfg.out_dir)
     _writable_folder(out, "--out-dir")
-    frames = cfg.buffer_size // cfg.num_envs * cfg.num_envs
-    if not (cfg.replay_on_device and pick_device(cfg.device or None).type == "cuda"):
-        check_fits(planned_host_bytes(cfg.replay_storage, frames, FRAME_SHAPE) + 16 * frames,
+    if REPLAY_FRAMES in plan.device_memory:
+        _check_device_replay_fits(cfg, plan)
+        check_fits(plan.host[STAGING] + plan.host[BOOKKEEPING],
+                   f"a checkpoint of the replay on {plan.device} ({plan.frames:,} frames copied to host RAM to be "
+                   f"written, --buffer-size {cfg.buffer_size:,})")
+    else:
+        check_fits(plan.host[REPLAY_FRAMES] + plan.host[BOOKKEEPING],
                    f"the replay memory (--buffer-size {cfg.buffer_size:,}, --replay-storage {cfg.replay_storage})")
     if cfg.replay_storage == "disk":
         folder = Path(cfg.replay_path or out / "replay")
         _writable_folder(folder, "--replay-path")
-        existing = next(p for p in (folder, *folder.parents) if p.exists())  # the disk it will be on
-        check_disk_space(frames * int(np.prod(FRAME_SHAPE)), existing,
+        check_disk_space(plan.disk[REPLAY_FILE], _existing(folder),
                          f"the replay memory (--buffer-size {cfg.buffer_size:,}, --replay-storage disk)")
+
+
+def _existing(folder: Path) -> Path:
+    """The nearest folder of ``folder``'s path that exists: the disk it will be on."""
+    return next(p for p in (folder, *folder.parents) if p.exists())
+
+
+def _check_device_replay_fits(cfg: Config, plan: AllocationPlan) -> None:
+    """Refuse a replay bank on a CUDA device that cannot hold it with the networks, before anything is built:
+    ``InsufficientMemoryError`` naming the bank's size, the device's free memory and the two fixes (the largest
+    ``--buffer-size`` that fits, ``--replay-on-device false``)."""
+    free = free_memory(plan.device)
+    if free is None:
+        return
+    bank, networks = plan.device_memory[REPLAY_FRAMES], plan.device_memory[NETWORKS]
+    frame_bytes = int(np.prod(FRAME_SHAPE))
+    fits = max(0, int(FIT_FRACTION * free - networks)) // frame_bytes // cfg.num_envs * cfg.num_envs
+    check_fits_on_device(
+        bank + networks, plan.device,
+        f"the replay bank on the GPU (--buffer-size {cfg.buffer_size:,} frames: {format_bytes(bank)}) with the "
+        f"networks ({format_bytes(networks)})",
+        f"Fixes: --buffer-size {fits:,} or less (what fits in the free memory), or --replay-on-device false (the "
+        f"frames stay in host RAM and each update copies its batch to the GPU).")
+
+
+# -- what a run allocates where ------------------------------------------------------------------------------------
+
+REPLAY_FRAMES = "replay frames"
+BOOKKEEPING = f"replay bookkeeping ({SLOT_BYTES} B per frame slot)"
+NETWORKS = "networks (online, target, gradients, Adam's 2 moments)"
+STAGING = "checkpoint writes: the device's frames copied to host RAM"
+REPLAY_FILE = "replay frames file"
+STATES = "state checkpoints (state-*.ckpt)"
+POLICY = "policy checkpoint (checkpoint.pt)"
+
+
+@dataclass(frozen=True)
+class AllocationPlan:
+    """What a run preallocates, in bytes, by where and what (``plan_allocation``)."""
+
+    device: torch.device  # the training device
+    frames: int  # replay frame slots: buffer_size rounded down to a multiple of num_envs
+    host: dict[str, int]  # host RAM
+    device_memory: dict[str, int]  # memory on ``device`` (empty when that is the CPU: it is host RAM then)
+    disk: dict[str, int]  # the most the run's files take at once
+    state_files: int  # state checkpoints on disk at once, at most (while a new one is written)
+
+    def total(self, where: str) -> int:
+        """Bytes in ``where``: "host", "device_memory" or "disk"."""
+        return sum(getattr(self, where).values())
+
+
+def network_parameters(in_channels: int = 4) -> int:
+    """Parameters of the Q-network (``NatureCNN`` for Breakout), counted on the meta device: nothing allocated."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in NatureCNN(N_ACTIONS, in_channels).parameters())
+
+
+def plan_allocation(cfg: Config, device: torch.device | None = None) -> AllocationPlan:
+    """What the run ``cfg`` describes would preallocate, where, by arithmetic: nothing is built or measured.
+
+    Host RAM: the replay's frames (``replay.stores.planned_host_bytes``: a numpy array, a compressed store's list
+    slots, nothing for a disk or GPU store) and its per-slot bookkeeping; for frames on a GPU, the copy of them a
+    checkpoint write makes in host RAM. GPU memory (``device`` not the CPU): the replay bank when
+    ``replay_on_device``, and the networks (on the CPU those are host RAM). Disk: the replay file
+    (``replay_storage="disk"``) and the checkpoints, ``keep_checkpoints`` state files (plus the one being written;
+    0 = one per ``checkpoint_every``) each the size of the replay's frames, bookkeeping and the networks (a
+    compressed store's are smaller: its frames are written compressed). Not counted: the process itself (Python,
+    torch, the envs), CUDA's context and the learner's work buffers. ``device``: the training device
+    (default: the one ``cfg.device`` picks here).
+    """
+    device = pick_device(cfg.device or None) if device is None else torch.device(device)
+    frames = cfg.buffer_size // cfg.num_envs * cfg.num_envs
+    frame_bytes = int(np.prod(FRAME_SHAPE))
+    params = network_parameters()
+    networks = 5 * 4 * params  # float32: online weights, target weights, gradients, Adam's exp_avg and exp_avg_sq
+    on_gpu = device.type != "cpu"
+    host = {REPLAY_FRAMES: planned_host_bytes(cfg.replay_storage, frames, FRAME_SHAPE,
+                                              device if cfg.replay_on_device else None),
+            BOOKKEEPING: SLOT_BYTES * frames}
+    device_memory: dict[str, int] = {}
+    if cfg.replay_on_device and on_gpu:
+        device_memory[REPLAY_FRAMES] = frames * frame_bytes
+        host[STAGING] = frames * frame_bytes
+    (device_memory if on_gpu else host)[NETWORKS] = networks
+    saved = cfg.total_steps // cfg.checkpoint_every + int(cfg.total_steps % cfg.checkpoint_every != 0)
+    state_files = saved if cfg.keep_checkpoints == 0 else min(cfg.keep_checkpoints + 1, saved)
+    state_bytes = frames * (frame_bytes + SLOT_BYTES) + 4 * 4 * params  # + online, target, Adam's 2 moments
+    disk = {STATES: state_files * state_bytes, POLICY: 4 * params}
+    if cfg.replay_storage == "disk":
+        disk[REPLAY_FILE] = frames * frame_bytes
+    return AllocationPlan(device, frames, host, device_memory, disk, state_files)
+
+
+def dry_run(cfg: Config, preset: str) -> str:
+    """What ``--dry-run`` prints: the run's ``plan_allocation`` and whether this machine would take it.
+
+    The settings are checked as a run checks them (``ConfigError``); the machine's refusals (RAM, GPU memory,
+    disk, a device it lacks) are reported, not raised: the plan is worth reading on a machine that cannot run it.
+    A device this machine lacks (``--device cuda`` on a laptop) is planned for all the same.
+    """
+    _check_settings(cfg)
+    try:
+        device = pick_device(cfg.device or None)
+    except RuntimeError as e:
+        raise ConfigError(f"--device {cfg.device}: not a torch device ({e}); use cpu, cuda, cuda:N or mps") from None
+    plan = plan_allocation(cfg, device)
+    out = Path(cfg.out_dir)
+    visible = device.type == "cuda" and torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()
+    free = free_memory(device) if visible else None
+    sections = [("host RAM", "host", f"{format_bytes(available_bytes())} available here"),
+                (f"{device} memory", "device_memory", None if free is None else f"{format_bytes(free)} free here"),
+                (f"disk ({out})", "disk", f"{format_bytes(shutil.disk_usage(_existing(out)).free)} free here")]
+    lines = [f"dry run: --preset {preset} on {device}, {plan.frames:,} replay frames ({cfg.replay_storage}"
+             f"{f', on {device}' if cfg.replay_on_device else ''}); nothing allocated, no envs built"]
+    for title, where, have in sections:
+        items = getattr(plan, where)
+        if not items:
+            continue
+        lines.append(f"{title + ':':<62}{format_bytes(plan.total(where)):>12}" + (f"   ({have})" if have else ""))
+        for what, n in items.items():
+            if not n:
+                continue
+            shown = f"{what}, {plan.state_files} at once" if what == STATES else what
+            lines.append(f"  {shown:<60}{format_bytes(n):>12}")
+    if cfg.replay_storage in CODECS:
+        lines.append(f"+ the {cfg.replay_storage} frames, in host RAM as they arrive (not preallocated; less than "
+                     f"{format_bytes(plan.frames * int(np.prod(FRAME_SHAPE)))} uncompressed), and in the state "
+                     f"checkpoints (smaller than planned above)")
+    lines.append("not counted: the process itself (Python, torch, the envs), CUDA's context and work buffers")
+    try:
+        check_device(cfg.device)
+        _check_machine(cfg, plan)
+        lines.append("this machine: the run passes its RAM, GPU memory and disk checks")
+    except (ConfigError, InsufficientMemoryError, InsufficientDiskError) as e:
+        lines.append(f"this machine would refuse the run: {e}")
+    return "\n".join(lines)
 
 
 def epsilon_at(step: int, cfg: Config) -> float:
@@ -229,20 +383,27 @@ def evaluate(agent: DQNAgent | None, cfg: Config, episodes: int) -> list[float]:
     return returns
 
 
-def evaluate_and_log(agent: DQNAgent, cfg: Config, eval_log: CsvLog, step: int) -> None:
-    """``cfg.eval_episodes`` evaluation games, their mean and spread written as one row of ``eval.csv``."""
+def evaluate_and_log(agent: DQNAgent, cfg: Config, eval_log: CsvLog, step: int) -> list[float]:
+    """``cfg.eval_episodes`` evaluation games, their mean and spread written as one row of ``eval.csv``; returns
+    the games' scores."""
     r = evaluate(agent, cfg, cfg.eval_episodes)
     eval_log.write(step=step, mean_return=float(np.mean(r)), std_return=float(np.std(r)), episodes=len(r))
+    return r
 
 
-def save_checkpoint(path: Path, agent: DQNAgent, cfg: Config, step: int) -> None:
-    """The policy alone, for playing: the online network's weights, the config and the step.
+def save_checkpoint(path: Path, agent: DQNAgent, cfg: Config, step: int, returns: list[float] | None = None) -> None:
+    """The policy alone, for playing: the online network's weights, the config, the step and, when it was just
+    evaluated, that evaluation (``{"games", "mean", "std"}``; None otherwise).
 
     The target network and Adam's state belong to resuming, which ``state-<step>.ckpt`` covers. Written
-    to a temporary file, then renamed, so it is never half written. ``dqn_course.lab.playback.load_agent`` reads it.
+    to a temporary file, then renamed, so it is never half written. ``dqn_course.evaluate`` and
+    ``dqn_course.lab.playback.load_agent`` read it.
     """
+    evaluation = None if returns is None else {"games": len(returns), "mean": float(np.mean(returns)),
+                                               "std": float(np.std(returns))}
     tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save({"q": agent.q.state_dict(), "config": dataclasses.asdict(cfg), "step": step}, tmp)
+    torch.save({"q": agent.q.state_dict(), "config": dataclasses.asdict(cfg), "step": step,
+                "evaluation": evaluation}, tmp)
     os.replace(tmp, path)
 
 
@@ -374,7 +535,7 @@ def build(cfg: Config, device: torch.device):
         learner = EagerLearner(agent, memory, cfg.batch_size, lambda step: beta_at(step, cfg.total_steps,
                                                                                    cfg.per_beta0))
     elif cfg.replay_on_device:
-        learner = DeviceLearner(agent, memory, cfg.batch_size)
+        learner = DeviceLearner(agent, memory, cfg.batch_size, graph=None if cfg.cuda_graph else False)
     else:
         learner = EagerLearner(agent, memory, cfg.batch_size)
     return envs, memory, agent, learner
@@ -442,20 +603,19 @@ def train(cfg: Config) -> dict:
             obs, lives = next_obs, info["lives"].copy()
             timer.lap("store")
 
-            # -- the target network, evaluations --------------------------------------------------------------
+            # -- the target network; evaluations, each keeping the policy it measured ----------------------
             if crossed(before, step, cfg.target_sync_every):
                 agent.sync_target()
-            if crossed(before, step, cfg.eval_every):
-                evaluate_and_log(agent, cfg, eval_log, step)
-
-            # -- stop when asked, save when due ----------------------------------------------------------
             stopped = watchdog.check() or stop.reason()
-            if stopped and stop.timed_out and not crossed(before, step, cfg.eval_every):
-                evaluate_and_log(agent, cfg, eval_log, step)  # the run's last score, at its deadline
+            if crossed(before, step, cfg.eval_every) or step >= cfg.total_steps or (stopped and stop.timed_out):
+                with timer.saving():  # evaluating is not training: left out of the learning rate, like saving
+                    returns = evaluate_and_log(agent, cfg, eval_log, step)
+                    save_checkpoint(out / "checkpoint.pt", agent, cfg, step, returns)
+
+            # -- save the training state when due or stopping --------------------------------------------
             if crossed(before, step, cfg.checkpoint_every) or step >= cfg.total_steps or stopped:
                 counters["step"] = step
                 with timer.saving():
-                    save_checkpoint(out / "checkpoint.pt", agent, cfg, step)
                     save_training_state(out, agent, memory, cfg, counters)
             bar.update(n)
             if stopped:
@@ -473,7 +633,7 @@ def train(cfg: Config) -> dict:
 class RunTimer:
     """Wall time of a run, split so benchmarks can compare agent steps/s of acting *and learning*.
 
-    ``learning_steps_per_s`` counts from the first update on and leaves out checkpoint writes.
+    ``learning_steps_per_s`` counts from the first update on and leaves out checkpoint writes and evaluations.
     ``lap(phase)`` adds the time since the previous lap to ``phase``; from the first update on, the
     phases say where the loop's wall time went (host time: GPU work shows where the host waits for it).
     """
@@ -513,17 +673,26 @@ class RunTimer:
                 "phase_seconds": {k: round(v, 3) for k, v in self.phases.items()}}
 
 
-def parse_args(argv: list[str] | None = None) -> Config:
-    """``--preset NAME`` then ``--field value`` overrides for any ``Config`` field."""
+def parse_command(argv: list[str] | None = None) -> tuple[Config, str, bool]:
+    """``--preset NAME``, ``--field value`` overrides for any ``Config`` field, and ``--dry-run``: returns the
+    config, the preset's name and whether to dry-run."""
     parser = argparse.ArgumentParser(prog="python -m dqn_course.train", description=__doc__.split("\n")[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="quick")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print what the run would allocate where (host RAM, GPU memory, disk) and exit")
     for f in dataclasses.fields(Config):
         types = {"int": int, "float": float, "str": str}
         kind = parse_bool if f.type in (bool, "bool") else types.get(str(f.type), f.type)
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, default=None)
     args = vars(parser.parse_args(argv))
-    overrides = {k: v for k, v in args.items() if k != "preset" and v is not None}
-    return dataclasses.replace(PRESETS[args["preset"]], **overrides)
+    preset, dry = args.pop("preset"), args.pop("dry_run")
+    overrides = {k: v for k, v in args.items() if v is not None}
+    return dataclasses.replace(PRESETS[preset], **overrides), preset, dry
+
+
+def parse_args(argv: list[str] | None = None) -> Config:
+    """The ``Config`` of a command line (``parse_command`` without the rest)."""
+    return parse_command(argv)[0]
 
 
 def resume_command(argv: list[str], out_dir: str) -> str:
@@ -541,8 +710,11 @@ def resume_command(argv: list[str], out_dir: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    cfg = parse_args(argv)
+    cfg, preset, dry = parse_command(argv)
     try:
+        if dry:
+            print(dry_run(cfg, preset))
+            return
         summary = train(cfg)
     except (ConfigError, CheckpointError, InsufficientMemoryError, InsufficientDiskError) as e:
         print(f"error: {e}", file=sys.stderr)  # a setting to change, not a bug: no traceback, argparse's status

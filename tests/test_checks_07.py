@@ -81,17 +81,14 @@ def test_recorded_random(tmp_path):
 
 
 def test_score_over_random_has_one_source():
-    """Notebook 07's "x random play" comes from data/<run>/random.json, the record README's ratio also uses."""
-    run = playback.DATA_DIR / "breakout-cpu"
-    if not (run / "random.json").is_file():
-        pytest.skip("no recorded breakout-cpu run")
-    rnd = playback.recorded_random(run)
-    assert rnd["games"] == len(rnd["returns"]) and rnd["mean"] == pytest.approx(np.mean(rnd["returns"]), abs=0.005)
-    import json
+    """Notebook 07's "Does it learn?" line and README's table both come from data/breakout-cpu/evaluation.json (the
+    committed policy measured on fresh games): what 07 recorded when it ran equals that file."""
+    from dqn_course.lab import figures
 
-    cells = json.loads((playback.DATA_DIR.parent / "notebooks" / "07_train_breakout.ipynb").read_text())["cells"]
-    summary = ["".join(c["source"]) for c in cells if "Does it learn? data/" in "".join(c["source"])]
-    assert len(summary) == 1 and "random_recorded[\"mean\"]" in summary[0] and "random_now" not in summary[0]
+    fresh = playback.recorded_evaluation(playback.DATA_DIR / "breakout-cpu")
+    recorded = figures.load("07_train_breakout")["figures"]
+    assert recorded["score_over_random"] == round(fresh["ratio"], 1)
+    assert recorded["eval_mean"] == round(fresh["policy"]["mean"], 1) and recorded["eval_step"] == fresh["step"]
 
 
 def test_find_recorded_run(tmp_path):
@@ -109,18 +106,27 @@ def test_find_recorded_run(tmp_path):
                                                 tmp_path / "breakout-cpu"]
 
 
-def test_plot_learning_draws_runs_random_five_times_random_and_the_yardstick(tmp_path):
+def test_plot_learning_draws_runs_random_five_times_random_and_the_published_scores(tmp_path):
     write_run(tmp_path / "a")
     write_run(tmp_path / "b", evals=3)
-    fig = playback.plot_learning({"a": tmp_path / "a", "b": tmp_path / "b"}, random_mean=1.5)
+    fig = playback.plot_learning({"a": tmp_path / "a", "b": tmp_path / "b"}, random_mean=1.5,
+                                 published=playback.published_scores())
     (ax,) = fig.axes
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert sum("evaluation" in t for t in labels) == 2 and sum("training games" in t for t in labels) == 2
     assert "random actions, same protocol: 1.50" in labels and "5 × random: 7.5" in labels
-    assert any(t.startswith("CleanRL DQN after 10M steps: 366.9 ± 39.9") for t in labels)
+    assert "published: CleanRL dqn_atari (366.9)" in labels and "published: Dopamine DQN (1.6, 3.1)" in labels
+    assert not any("random play" in t for t in labels if t.startswith("published"))  # no step count: not drawn
     assert sorted(line.get_ydata()[0] for line in ax.lines if len(set(line.get_ydata())) == 1)[:2] == [1.5, 7.5]
-    no_yardstick = playback.plot_learning({"a": tmp_path / "a"}, random_mean=1.0, yardstick=None)
-    assert not any("CleanRL" in t.get_text() for t in no_yardstick.axes[0].get_legend().get_texts())
+    alone = playback.plot_learning({"a": tmp_path / "a"}, random_mean=1.0)
+    assert not any("published" in t.get_text() for t in alone.axes[0].get_legend().get_texts())
+
+
+def test_every_published_score_names_its_source_link_and_protocol():
+    rows = playback.published_scores()
+    assert {r["method"] for r in rows} >= {"random play", "DrQ(ε)", "SPR", "Dopamine DQN", "CleanRL dqn_atari"}
+    for r in rows:
+        assert r["source"] and r["protocol"] and r["url"].startswith("https://") and r["score"] >= 0
 
 
 def test_last_evaluation_reads_the_last_row(tmp_path):
@@ -170,7 +176,7 @@ def test_checkpoint_round_trip_and_play(tmp_path):
     save_checkpoint(tmp_path / "checkpoint.pt", agent, PRESETS["quick"], 1234)
     loaded, info = playback.load_agent(tmp_path / "checkpoint.pt")
     assert info["step"] == 1234 and info["config"]["total_steps"] == PRESETS["quick"].total_steps
-    assert set(torch.load(tmp_path / "checkpoint.pt", weights_only=True)) == {"q", "config", "step"}
+    assert set(torch.load(tmp_path / "checkpoint.pt", weights_only=True)) == {"q", "config", "step", "evaluation"}
     assert playback.run_config(tmp_path) == PRESETS["quick"]
     for a, b in zip(agent.q.parameters(), loaded.q.parameters()):
         assert torch.equal(a, b)

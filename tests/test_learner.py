@@ -1,12 +1,15 @@
 """Learners: the fast path's DeviceLearner does exactly what ``agent.learn`` does on the same batches."""
 from __future__ import annotations
 
+import contextlib
+import sys
+
 import numpy as np
 import pytest
 import torch
 
 from dqn_course.agent import DQNAgent
-from dqn_course.learner import DeviceLearner, EagerLearner
+from dqn_course.learner import CudaGraphFallbackWarning, DeviceLearner, EagerLearner
 from dqn_course.replay import MultiStreamMemory
 
 OBS = (4, 84, 84)
@@ -133,3 +136,68 @@ def test_device_learner_carries_on_identically_after_a_resume(tmp_path, device):
     assert fresh.mean_loss() == pytest.approx(learner.mean_loss(), rel=1e-4)
     for (name, a), b in zip(agent.q.state_dict().items(), fresh_agent.q.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
+
+
+class _Stream:
+    """Stands in for a CUDA stream on the CPU: work there is already in order."""
+
+    def wait_stream(self, other) -> None:
+        pass
+
+
+def _capture_raises(*args, **kwargs):
+    raise RuntimeError("operation not permitted when stream is capturing")
+
+
+@pytest.fixture
+def cuda_capture_on_cpu(monkeypatch):
+    """The CUDA calls of the graph capture stood in for on the CPU, so that its warm-up runs real updates here (Adam
+    ``capturable`` allowed on the CPU) and ``torch.cuda.graph`` raises: a GPU or driver that cannot capture."""
+    monkeypatch.setattr(torch.cuda, "Stream", _Stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", _Stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", object)
+    monkeypatch.setattr(torch.cuda, "graph", _capture_raises)
+    adam = sys.modules[torch.optim.Adam.__module__]
+    monkeypatch.setattr(adam, "_get_capturable_supported_devices", lambda *args, **kwargs: ["cpu"])
+
+
+@pytest.mark.parametrize("adam_state", [False, True])
+@pytest.mark.parametrize("fails", ["without CUDA", "in the warm-up", "in the capture"])
+def test_a_failed_graph_capture_warns_once_and_runs_the_eager_updates(request, fails, adam_state):
+    """Whatever fails (no CUDA at all; an update of the warm-up, after one real update; the capture itself, after the
+    whole warm-up), the learner warns once, saying why and how to skip the capture, and then makes exactly the
+    updates of a learner that never tried: the warm-up's updates and Adam state are undone."""
+    if fails != "without CUDA":
+        request.getfixturevalue("cuda_capture_on_cpu")
+    ref_agent, agent = DQNAgent(4, seed=4), DQNAgent(4, seed=4)
+    ref_memory, memory = filled("cpu"), filled("cpu")
+    if adam_state:  # as after a resume: Adam has moments and a step count before the capture
+        ref_agent.learn(ref_memory.sample(32))
+        agent.learn(memory.sample(32))
+    ref, learner = DeviceLearner(ref_agent, ref_memory, 32, graph=False), DeviceLearner(agent, memory, 32, graph=True)
+    if fails == "in the warm-up":
+        update, calls = learner._update, []
+
+        def second_update_fails() -> None:
+            calls.append(1)
+            if len(calls) == 2:
+                raise RuntimeError("CUDA error: out of memory")
+            update()
+
+        learner._update = second_update_fails
+    with pytest.warns(CudaGraphFallbackWarning) as caught:
+        for k in (1, 3, 2):
+            ref.learn(k)
+            learner.learn(k)
+    ours = [w for w in caught if w.category is CudaGraphFallbackWarning]
+    assert len(ours) == 1
+    message = str(ours[0].message)
+    assert "--cuda-graph false" in message and "RuntimeError" in message
+    assert not learner.graph_enabled
+    assert all(not g["capturable"] for g in agent.optimizer.param_groups)
+    assert learner.mean_loss() == ref.mean_loss()
+    for (name, a), b in zip(ref_agent.q.state_dict().items(), agent.q.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+    for a, b in zip(ref_agent.optimizer.state.values(), agent.optimizer.state.values()):
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -18,3 +18,44 @@ def test_readme_shows_the_figures_the_script_makes():
     text = (ROOT / "README.md").read_text()
     for figure in ("data/figures/learning_curve.png", "data/figures/agent.gif"):
         assert f"({figure})" in text and (ROOT / figure).is_file(), figure
+
+
+def _make_figures():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_figures", ROOT / "data" / "make_figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_headline_is_the_committed_policy_measured_on_fresh_games():
+    """evaluation.json measured the very checkpoint.pt committed beside it, on seeds the run never used."""
+    from dqn_course.evaluate import run_seeds
+    from dqn_course.lab import playback
+
+    make_figures = _make_figures()
+    for run in playback.recorded_runs():
+        result = make_figures.checked_evaluation(run)
+        assert result["policy"]["games"] >= 30 and result["random"]["games"] == result["policy"]["games"]
+        low, high = run_seeds(playback.run_config(run).__dict__)
+        assert not low <= result["protocol"]["seed"] <= high
+
+
+def test_an_evaluation_of_another_file_is_refused(tmp_path):
+    import json
+    import shutil
+
+    import pytest
+
+    make_figures = _make_figures()
+    run = tmp_path / "breakout-cpu"
+    shutil.copytree(ROOT / "data" / "breakout-cpu", run)
+    make_figures.checked_evaluation(run)  # the committed pair agrees
+    doc = json.loads((run / "evaluation.json").read_text())
+    (run / "evaluation.json").write_text(json.dumps({**doc, "sha256": "0" * 64}))
+    with pytest.raises(SystemExit, match="measured another checkpoint.pt"):
+        make_figures.checked_evaluation(run)
+    (run / "evaluation.json").unlink()
+    with pytest.raises(SystemExit, match="has no evaluation.json"):
+        make_figures.checked_evaluation(run)

@@ -102,10 +102,11 @@ def test_watchdog_stops_the_run_with_a_checkpoint_and_the_run_resumes(tmp_path):
     assert "memory watchdog: process RSS" in stopped["stopped"]
     assert stopped["steps"] == 1, "the first check is at the first step"
     assert [p.name for p in list_checkpoints(tmp_path)] == ["state-0000000001.ckpt"]
-    assert (tmp_path / "checkpoint.pt").is_file()
+    assert not (tmp_path / "checkpoint.pt").exists(), "no evaluation yet: no measured policy to keep"
 
     resumed = train(quick_config(tmp_path, total_steps=600, resume=str(tmp_path)))
     assert resumed["stopped"] is None and resumed["resumed_from"] == 1 and resumed["steps"] == 600
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["step"] == 600  # evaluated at the last step
     assert resumed["updates"] == 600 // 4 - (500 - 1) // 4  # the update count carried on from the checkpoint
     assert [p.name for p in list_checkpoints(tmp_path)] == ["state-0000000001.ckpt", "state-0000000600.ckpt"]
 

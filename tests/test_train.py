@@ -78,7 +78,8 @@ def test_quick_preset_leaves_a_loadable_checkpoint(quick_run):
     out, proc = quick_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     ckpt = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=True)
-    assert set(ckpt) == {"q", "config", "step"}, "the file for playing holds the online network alone"
+    assert set(ckpt) == {"q", "config", "step", "evaluation"}, "the file for playing holds the online network alone"
+    assert ckpt["evaluation"]["games"] == PRESETS["quick"].eval_episodes, "and the evaluation that measured it"
     assert ckpt["step"] == PRESETS["quick"].total_steps == ckpt["config"]["total_steps"]
     assert ckpt["config"]["out_dir"] == str(out) and ckpt["config"]["progress"] is False
     assert Config(**ckpt["config"]) == dataclasses.replace(PRESETS["quick"], out_dir=str(out), progress=False)
@@ -87,7 +88,7 @@ def test_quick_preset_leaves_a_loadable_checkpoint(quick_run):
     agent = DQNAgent(n_actions, "cpu")
     agent.q.load_state_dict(ckpt["q"])  # every tensor fits the network
     assert not list(out.glob("*.tmp")), "a temporary checkpoint file was left behind"
-    # The agent for playing, the logs, and the newest keep_checkpoints full training states (every 1,000 steps).
+    # The agent for playing (as last evaluated), the logs, and the newest keep_checkpoints full training states.
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "eval.csv", "log.csv",
                                                      "state-0000002000.ckpt", "state-0000003000.ckpt"]
 
@@ -125,6 +126,29 @@ def test_parse_args_overrides_the_preset():
     assert parse_args([]) == PRESETS["quick"]
 
 
+def test_parse_command_takes_dry_run_and_cuda_graph():
+    from dqn_course.train import parse_command
+
+    cfg, preset, dry = parse_command(["--preset", "breakout-fast", "--cuda-graph", "false", "--dry-run"])
+    assert (preset, dry, cfg.cuda_graph) == ("breakout-fast", True, False)
+    assert cfg == dataclasses.replace(PRESETS["breakout-fast"], cuda_graph=False)
+    assert parse_command([]) == (PRESETS["quick"], "quick", False) and PRESETS["quick"].cuda_graph
+
+
+@pytest.mark.parametrize("cuda_graph, graph", [(True, None), (False, False)])
+def test_build_hands_cuda_graph_to_the_device_learner(cuda_graph, graph, monkeypatch):
+    """``--cuda-graph false`` reaches the learner as graph=False; true leaves the choice to it (a graph on CUDA)."""
+    from dqn_course import train as train_module
+
+    seen = {}
+    monkeypatch.setattr(train_module, "DeviceLearner", lambda *args, graph=None: seen.setdefault("graph", graph))
+    cfg = dataclasses.replace(PRESETS["quick"], buffer_size=200, num_envs=2, replay_on_device=True,
+                              cuda_graph=cuda_graph, prefault=False)
+    envs, *_ = train_module.build(cfg, torch.device("cpu"))
+    envs.close()
+    assert seen == {"graph": graph}
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--double", "maybe"], "expected true/false"),
     (["--total-steps", "ten"], "invalid int value"),
@@ -146,3 +170,22 @@ def test_crossed_counts_multiples_passed_by_vector_steps():
     assert crossed(996, 1004, 1000)  # 8 envs step over the multiple: it still counts, once
     assert not crossed(1000, 1008, 1000) and not crossed(0, 999, 1000)
     assert [s for s in range(8, 3001, 8) if crossed(s - 8, s, 1000)] == [1000, 2000, 3000]
+
+
+def test_a_stop_between_evaluations_keeps_the_last_measured_policy(tmp_path, monkeypatch):
+    """checkpoint.pt is always an evaluated policy: a stop at step 401 saves the training state there, but the
+    policy file stays the one evaluated at step 300."""
+    from dqn_course.checkpoint import list_checkpoints
+    from dqn_course.train import train
+    from dqn_course.watchdog import MemoryWatchdog
+
+    calls = iter(range(10**9))
+    monkeypatch.setattr(MemoryWatchdog, "check", lambda self: "stopped for the test" if next(calls) == 400 else None)
+    cfg = dataclasses.replace(PRESETS["quick"], total_steps=700, learning_starts=200, eval_every=300,
+                              eval_episodes=1, checkpoint_every=10**9, out_dir=str(tmp_path), progress=False,
+                              prefault=False)
+    summary = train(cfg)
+    assert summary["stopped"] == "stopped for the test" and summary["steps"] == 401
+    saved = torch.load(tmp_path / "checkpoint.pt", map_location="cpu", weights_only=True)
+    assert saved["step"] == 300 and saved["evaluation"]["games"] == 1
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["state-0000000401.ckpt"]

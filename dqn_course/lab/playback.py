@@ -33,10 +33,22 @@ if TYPE_CHECKING:
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 # Sub-directories of data/ that may hold a recorded run, the longest-trained kind first.
 RECORDED_RUN_NAMES = ("breakout-gpu-10m", "breakout-gpu", "breakout-fast", "breakout", "breakout-cpu")
-# The published yardstick: CleanRL's dqn_atari on Breakout, the same learning settings as the ``breakout``
-# preset, evaluated after 10M agent steps (Huang et al., "CleanRL", JMLR 2022; Open RL Benchmark).
-CLEANRL_BREAKOUT = {"steps": 10_000_000, "mean": 366.9, "std": 39.9, "seeds": 3,
-                    "source": "CleanRL dqn_atari, BreakoutNoFrameskip-v4, 3 seeds (docs.cleanrl.dev)"}
+# Published Breakout scores with their sources and protocols (random play, Atari-100k methods, Dopamine, CleanRL).
+PUBLISHED = DATA_DIR / "published.json"
+
+
+def published_scores(path: str | Path = PUBLISHED) -> list[dict]:
+    """The published scores of ``data/published.json``: method, agent steps (None for random play), score, protocol,
+    source and link. Each was measured with its own protocol, not the course's; the file says so."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))["scores"]
+
+
+def recorded_evaluation(run_dir: str | Path) -> dict | None:
+    """A run's ``evaluation.json``: what ``python -m dqn_course.evaluate <run> --json`` measured on its committed
+    ``checkpoint.pt`` (fresh seeds, the policy and random play on the same games, the file's SHA-256); None when the
+    run has none."""
+    path = Path(run_dir) / "evaluation.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 # -- logs ------------------------------------------------------------------------------------------------
@@ -147,18 +159,19 @@ def plot_run(run_dir: str | Path, title: str = "", window: int | None = None):
     return fig
 
 
-def plot_learning(runs: dict[str, str | Path], random_mean: float, yardstick: dict | None = CLEANRL_BREAKOUT,
-                  window: int = 100):
+def plot_learning(runs: dict[str, str | Path], random_mean: float, published: list[dict] | None = None,
+                  window: int = 100, fresh: bool = True):
     """Recorded runs' evaluations (mean ± std) and training games (moving average) against random play.
 
-    ``runs`` maps a label to a run folder (``log.csv``, ``eval.csv``). Horizontal lines mark
-    ``random_mean`` (measured with the same protocol as the evaluations), five times it, and, when given,
-    the published ``yardstick`` (its mean at its step count). The score axis is linear up to 10 and
-    logarithmic above, so a CPU run's first points and a 10M-step score fit one picture.
+    ``runs`` maps a label to a run folder (``log.csv``, ``eval.csv``). Horizontal lines mark ``random_mean``
+    (measured with the same protocol as the evaluations) and five times it; ``published`` scores (rows of
+    ``published_scores()``) with a step count are drawn as hollow markers at that step, labelled with their method.
+    ``fresh``: a run's ``evaluation.json`` (its saved policy on fresh games, ``recorded_evaluation``) is a star.
+    The score axis is linear up to 10 and logarithmic above, so a CPU run's first points and a 10M-step score fit.
     """
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, 4.2), layout="constrained")
+    fig = Figure(figsize=(8, 4.6), layout="constrained")
     ax = fig.subplots()
     colors = iter(["tab:blue", "tab:green", "tab:purple", "tab:brown"])
     for label, run_dir in runs.items():
@@ -171,20 +184,33 @@ def plot_learning(runs: dict[str, str | Path], random_mean: float, yardstick: di
             ev = read_log(run_dir / "eval.csv")
             ax.errorbar(ev["step"], ev["mean_return"], yerr=ev["std_return"], color=color, marker="o", capsize=3,
                         label=f"{label}: evaluation (ε = 0.05), mean ± std")
+        e = recorded_evaluation(run_dir) if fresh else None
+        if e:
+            ax.errorbar([e["step"]], [e["policy"]["mean"]], yerr=[e["policy"]["std"]], color=color, marker="*",
+                        markersize=12, capsize=3, linestyle="none",
+                        label=f"{label}: saved policy, {e['policy']['games']} fresh games: {e['policy']['mean']:.1f}")
     ax.axhline(random_mean, color="tab:gray", linestyle="--", label=f"random actions, same protocol: {random_mean:.2f}")
     ax.axhline(5 * random_mean, color="tab:red", linestyle=":", label=f"5 × random: {5 * random_mean:.1f}")
-    if yardstick is not None:
-        ax.axhline(yardstick["mean"], color="black", linestyle="-.", linewidth=1,
-                   label=f"CleanRL DQN after {yardstick['steps'] / 1e6:g}M steps: {yardstick['mean']} ± "
-                         f"{yardstick['std']} ({yardstick['seeds']} seeds)")
+    markers = iter("sD^vP*X")
+    by_method: dict[str, list[dict]] = {}
+    for row in published or []:
+        if row.get("agent_steps"):
+            by_method.setdefault(row["method"], []).append(row)
+    for method, rows in by_method.items():
+        ax.errorbar([r["agent_steps"] for r in rows], [r["score"] for r in rows],
+                    yerr=[r.get("std", 0) for r in rows], marker=next(markers), markerfacecolor="none", color="black",
+                    linestyle="none", capsize=3,
+                    label=f"published: {method} (" + ", ".join(f"{r['score']:g}" for r in rows) + ")")
     ax.set_yscale("symlog", linthresh=10, linscale=1.5)
-    ax.set_ylim(0, 600 if yardstick is not None else None)
+    ax.set_ylim(0, 600 if any(r["score"] > 100 for rows in by_method.values() for r in rows) else None)
+    if by_method:
+        ax.set_xscale("log")
     ticks = [t for t in (0, 2, 4, 6, 8, 10, 20, 50, 100, 200, 500) if t <= ax.get_ylim()[1]]
     ax.set_yticks(ticks, [str(t) for t in ticks])
     ax.set_xlabel("agent step (4 emulator frames each)")
     ax.set_ylabel("game score (unclipped)")
-    ax.set_title("Breakout: does it learn?", fontsize=11)
-    ax.legend(fontsize=7.5, loc="upper left")
+    ax.set_title("Breakout: does it learn? (published scores use their own protocols)", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left")
     return fig
 
 

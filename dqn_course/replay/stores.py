@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dqn_course.profiling import check_fits, format_bytes
+from dqn_course.profiling import format_bytes
 from dqn_course.replay.base import check_array
 
 __all__ = [
@@ -204,19 +204,18 @@ class TorchFrames:
     def __init__(self, capacity: int, frame_shape: tuple[int, ...], device, what: str = "a frame store", tensor=None):
         import torch
 
+        from dqn_course.device import Uploader, check_fits_on_device  # torch: loaded only by device memories
+
         self.capacity, self.frame_shape = int(capacity), tuple(frame_shape)
         self.device = torch.device(device)
         if tensor is None:
-            if self.device.type == "cuda":
-                free, _ = torch.cuda.mem_get_info(self.device)
-                check_fits(self.capacity * int(np.prod(self.frame_shape)), f"{what} on {self.device}", available=free)
+            check_fits_on_device(self.capacity * int(np.prod(self.frame_shape)), self.device, what,
+                                 "Use a smaller capacity, or keep the frames in host RAM (device=None).")
             tensor = torch.zeros((self.capacity, *self.frame_shape), dtype=torch.uint8, device=self.device)
         self.tensor = tensor
         self.bank, self.offset = self, 0
         self._pending: dict[int, np.ndarray] = {}  # bank slot -> frame; a slot written twice keeps the last
         self._deferring = 0
-        from dqn_course.device import Uploader  # torch: loaded only by memories that keep frames on a device
-
         self._upload = Uploader(self.device)
 
     def region(self, offset: int, length: int) -> TorchFrames:
@@ -388,7 +387,7 @@ class DiskFrames(ArrayStore):
         check_disk_space(self.file_bytes, directory, what or f"a frames file of {self.capacity:,} frames")
         fd, file = tempfile.mkstemp(prefix=f"{name}-", suffix=".u8", dir=directory)
         self.path = Path(file)
-        self._cleanup = weakref.finalize(self, _remove, file)
+        self._cleanup = weakref.finalize(self, _remove_file, file)
         try:
             os.posix_fallocate(fd, 0, self.file_bytes)
         except OSError as exc:
@@ -436,7 +435,8 @@ class DiskFrames(ArrayStore):
         self._cleanup()
 
 
-def _remove(file: str) -> None:
+def _remove_file(file: str) -> None:
+    """Delete ``file``; one already gone is fine."""
     try:
         os.remove(file)
     except FileNotFoundError:
