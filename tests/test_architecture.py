@@ -5,7 +5,6 @@ module tables are the ones data/make_readme.py makes.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -13,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _data_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "dqn_course"
@@ -121,22 +121,15 @@ def test_an_import_of_a_missing_module_is_caught(tmp_path, code, target):
     assert missing_imports(tmp_path) == [f"dqn_course/replay/base.py:5: {target}"]
 
 
-def _make_readme():
-    spec = importlib.util.spec_from_file_location("make_readme", ROOT / "data" / "make_readme.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_readme_module_tables_match_the_package():
-    make_readme = _make_readme()
+    make_readme = load_script("make_readme")
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert text[slice(*make_readme.block_span(text))] == make_readme.readme_block(), (
         "README.md's module tables differ from dqn_course/: run `make readme` (python data/make_readme.py)")
 
 
 def test_readme_lists_every_module_once():
-    library, lab = _make_readme().module_rows()
+    library, lab = load_script("make_readme").module_rows()
     names = [name for name, _ in library + lab]
     assert len(names) == len(set(names))
     expected = {m for m in package_modules() if m not in (PACKAGE, LAB)}

@@ -6,25 +6,18 @@ notebooks, and plant each kind of disagreement in a copy to show that the check 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from _data_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 MAX_OTHERS_CORES = 0.15  # what other processes may have kept busy, in cores, while a notebook ran
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location("execute_notebooks", ROOT / "data" / "execute_notebooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ex = _module()
+ex = load_script("execute_notebooks")
 RECORDS = ex.load_manifest()
 
 

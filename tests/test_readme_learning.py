@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _data_scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -20,21 +22,12 @@ def test_readme_shows_the_figures_the_script_makes():
         assert f"({figure})" in text and (ROOT / figure).is_file(), figure
 
 
-def _make_figures():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("make_figures", ROOT / "data" / "make_figures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_headline_is_the_committed_policy_measured_on_fresh_games():
     """evaluation.json measured the very checkpoint.pt committed beside it, on seeds the run never used."""
     from dqn_course.evaluate import run_seeds
     from dqn_course.lab import playback
 
-    make_figures = _make_figures()
+    make_figures = load_script("make_figures")
     for run in playback.recorded_runs():
         result = make_figures.checked_evaluation(run)
         assert result["policy"]["games"] >= 30 and result["random"]["games"] == result["policy"]["games"]
@@ -48,7 +41,7 @@ def test_an_evaluation_of_another_file_is_refused(tmp_path):
 
     import pytest
 
-    make_figures = _make_figures()
+    make_figures = load_script("make_figures")
     run = tmp_path / "breakout-cpu"
     shutil.copytree(ROOT / "data" / "breakout-cpu", run)
     make_figures.checked_evaluation(run)  # the committed pair agrees

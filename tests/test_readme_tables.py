@@ -2,24 +2,17 @@
 data/bench/*.json): README must say what those files say, and the generator must cope with any notebook."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
+from _data_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _make_readme():
-    spec = importlib.util.spec_from_file_location("make_readme", ROOT / "data" / "make_readme.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-make_readme = _make_readme()
+make_readme = load_script("make_readme")
 
 
 @pytest.mark.parametrize("doc", list(make_readme.DOCUMENTS))
