@@ -60,6 +60,8 @@ def load_policy(path: str | Path, device: str = "cpu") -> tuple[DQNAgent, dict]:
         state = torch.load(file, map_location=device, weights_only=True)
     except Exception as e:  # torch raises pickle, zip and runtime errors alike for a bad file
         raise PolicyFileError(f"{file} is damaged or not a torch file ({type(e).__name__}: {e})") from None
+    if isinstance(state, dict) and "q" not in state and isinstance(state.get("agent"), dict):
+        state = {**state, "q": state["agent"].get("q")}  # a whole-agent export holds the policy one level down
     if not isinstance(state, dict) or not isinstance(state.get("q"), dict) or "step" not in state:
         keys = sorted(state)[:6] if isinstance(state, dict) else type(state).__name__
         raise PolicyFileError(f"{file} is not a policy file: it holds {keys}, not the {{q, config, step}} that "

@@ -236,22 +236,14 @@ def save_gif(frames, path: str | Path, every: int = 2, fps: int = 15, scale: int
 def load_agent(path: str | Path, device=None) -> tuple[DQNAgent, dict]:
     """A ``DQNAgent`` playing with the weights of a ``train.save_checkpoint`` file; also returns its step and config.
 
-    The file holds the online network alone (``{"q", "config", "step"}``); the target network is set to
-    the same weights, and no optimiser state is loaded (that lives in ``state-<step>.ckpt``, for resuming).
+    The file holds the online network alone (``{"q", "config", "step", "evaluation"}``); the target network is set
+    to the same weights, and no optimiser state is loaded (that lives in ``state-<step>.ckpt``, for resuming).
+    ``dqn_course.evaluate.load_policy`` reads it, and raises ``PolicyFileError`` for a missing or foreign file.
     """
-    import torch
+    from dqn_course.evaluate import load_policy
 
-    from dqn_course.agent import DQNAgent
-
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    state = torch.load(path, map_location=device, weights_only=True)
-    q = state["q"] if "q" in state else state["agent"]["q"]  # (a file from a whole-agent export also loads)
-    n_actions, in_channels = q["net.9.weight"].shape[0], q["net.0.weight"].shape[1]
-    agent = DQNAgent(n_actions, device, in_channels=in_channels)
-    agent.q.load_state_dict(q)
-    agent.sync_target()
-    agent.q.eval()
-    return agent, {"step": int(state["step"]), "config": state["config"]}
+    agent, info = load_policy(path, device if device is not None else "cpu")
+    return agent, {"step": info["step"], "config": info["config"]}
 
 
 @dataclass
