@@ -79,14 +79,15 @@ def load_policy(path: str | Path, device: str = "cpu") -> tuple[DQNAgent, dict]:
 
 
 def play_games(agent: DQNAgent | None, games: int, seed: int, epsilon: float, max_steps: int,
-               progress: bool = False) -> list[float]:
+               progress: bool = False, seed_epsilon: bool = True) -> list[float]:
     """Unclipped scores of ``games`` whole games in one environment seeded with ``seed``; ``agent=None`` plays
-    uniformly random actions. The agent's ε draws use a generator seeded with ``seed`` (its own is restored)."""
+    uniformly random actions. With ``seed_epsilon`` the agent's ε draws use a generator seeded with ``seed`` (its
+    own is restored after); without, they come from the agent's own generator (as a training run's evaluations)."""
     from tqdm.auto import tqdm
 
     env = make_breakout(seed=seed, max_episode_steps=max_steps)
     scores: list[float] = []
-    if agent is not None:
+    if agent is not None and seed_epsilon:
         saved, agent.rng = agent.rng, np.random.default_rng(seed)
     try:
         for _ in tqdm(range(games), disable=not progress, desc="random" if agent is None else "policy"):
@@ -99,7 +100,7 @@ def play_games(agent: DQNAgent | None, games: int, seed: int, epsilon: float, ma
                     break
     finally:
         env.close()
-        if agent is not None:
+        if agent is not None and seed_epsilon:
             agent.rng = saved
     return scores
 

@@ -53,7 +53,8 @@ from dqn_course.checkpoint import (
     write_checkpoint,
 )
 from dqn_course.device import FIT_FRACTION, check_device, check_fits_on_device, free_memory, pick_device
-from dqn_course.envs import make_breakout, make_vector_envs
+from dqn_course.envs import make_vector_envs
+from dqn_course.evaluate import EVAL_SEED_OFFSET, play_games
 from dqn_course.learner import DeviceLearner, EagerLearner
 from dqn_course.networks import NatureCNN
 from dqn_course.profiling import InsufficientMemoryError, available_bytes, check_fits, format_bytes, rss_bytes
@@ -369,18 +370,8 @@ def evaluate(agent: DQNAgent | None, cfg: Config, episodes: int) -> list[float]:
     ``agent=None`` plays uniformly random actions under the very same protocol (games, seeds, step
     cap): the baseline a learning curve is compared with.
     """
-    env = make_breakout(seed=cfg.seed + 10_000, max_episode_steps=cfg.eval_max_steps)
-    returns = []
-    for _ in range(episodes):
-        state, _ = env.reset()
-        while True:
-            action = int(env.action_space.sample()) if agent is None else int(agent.act(state, cfg.eval_epsilon)[0])
-            state, _, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                returns.append(float(info["episode"]["r"]))
-                break
-    env.close()
-    return returns
+    return play_games(agent, episodes, cfg.seed + EVAL_SEED_OFFSET, cfg.eval_epsilon, cfg.eval_max_steps,
+                      seed_epsilon=False)
 
 
 def evaluate_and_log(agent: DQNAgent, cfg: Config, eval_log: CsvLog, step: int) -> list[float]:
