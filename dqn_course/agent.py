@@ -1,10 +1,15 @@
-"""Acting and learning for DQN: ε-greedy over a batch of states, TD targets in one forward pass.
+"""Acting and learning for DQN: ε-greedy over a batch of states, TD targets and the loss in one forward pass each.
 
-``DQNAgent.batched_targets`` computes the targets of a whole sampled batch with one forward pass of
-the target network (two networks for Double DQN), so a learning step pays the framework's fixed
-per-call overhead once, not once per transition. ``DQNAgent.learn`` can take another target function
-(its ``targets`` argument). The blog's per-transition loop, which notebook 06 times against the
-batched pass, is kept in the lab: ``dqn_course.lab.targets.per_sample_targets``.
+The learning rule is two functions with small signatures, so a learner can write their own and train with them
+(``DQNAgent(..., targets=my_targets, loss=my_loss)``, ``train.train(cfg, targets=..., loss=...)``):
+
+- ``td_targets(rewards, dones, next_states, online, target, gamma, double)``: r + γ (1 − done) V(s') for the whole
+  batch, one forward pass of each network (the framework's fixed per-call price paid once, not once per
+  transition), no gradient;
+- ``td_loss(q_values, actions, targets)``: the Huber loss between Q(s, a) of the taken actions and the targets.
+
+The blog's per-transition loop, which notebook 06 times against the batched pass, has the same signature as
+``td_targets`` and is kept in the lab: ``dqn_course.lab.targets.per_sample_targets``.
 """
 from __future__ import annotations
 
@@ -19,6 +24,43 @@ from dqn_course import check_arg
 from dqn_course.device import Uploader, check_device
 from dqn_course.networks import NatureCNN
 from dqn_course.replay import Batch
+
+# What ``DQNAgent.update`` returns, in this order: the loss, the mean over the batch of max_a Q(s, a) (the online
+# network's value of the sampled states) and the gradient's global norm before clipping.
+UPDATE_STATS = ("loss", "q_max", "grad_norm")
+
+
+@torch.no_grad()
+def td_targets(rewards: torch.Tensor, dones: torch.Tensor, next_states: torch.Tensor, online: torch.nn.Module,
+               target: torch.nn.Module, gamma: float, double: bool = False) -> torch.Tensor:
+    """TD targets y = r + γ (1 − done) V(s') of a batch, as a constant (no gradient flows into them).
+
+    ``rewards`` and ``dones`` are float (B,), ``next_states`` uint8 (B, stack, 84, 84). V(s') is
+    max_a Q_target(s', a) (Mnih et al., 2015) or, with ``double``, Q_target(s', argmax_a Q_online(s', a))
+    (van Hasselt et al., 2016: the online network chooses, the target network values). A ``done`` transition
+    (game over or a lost life) does not bootstrap: its target is its reward. Returns float (B,).
+    """
+    next_q = target(next_states)
+    if double:
+        next_v = next_q.gather(1, online(next_states).argmax(1, keepdim=True)).squeeze(1)
+    else:
+        next_v = next_q.max(1).values
+    return rewards + gamma * (1.0 - dones) * next_v
+
+
+def td_loss(q_values: torch.Tensor, actions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The Huber loss (δ = 1, ``F.smooth_l1_loss``) between Q(s, a) of the taken actions and the targets, averaged
+    over the batch. ``q_values`` (B, n_actions) carries the gradient; ``actions`` int (B,); ``targets`` float (B,)."""
+    taken = q_values.gather(1, actions.long().unsqueeze(1)).squeeze(1)
+    return F.smooth_l1_loss(taken, targets)
+
+
+def grad_norm(parameters, max_norm: float | None) -> torch.Tensor:
+    """The global L2 norm of the parameters' gradients before clipping; clips them to ``max_norm`` (None: not)."""
+    parameters = [p for p in parameters if p.grad is not None]
+    if max_norm is not None:
+        return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in parameters]))
 
 
 def batch_to_tensors(batch: Batch, device: torch.device) -> dict[str, torch.Tensor]:
@@ -43,12 +85,15 @@ class DQNAgent:
     """An online Q-network, its target copy and an optimiser, with the knobs DQN papers vary.
 
     ``double=True`` picks the next action with the online network and values it with the target
-    network (van Hasselt et al., 2016). ``max_grad_norm`` clips the global gradient norm.
+    network (van Hasselt et al., 2016). ``max_grad_norm`` clips the global gradient norm. ``targets`` and
+    ``loss`` are the learning rule (defaults: ``td_targets`` and ``td_loss``; a learner's own functions take the
+    same arguments).
     """
 
     def __init__(self, n_actions: int, device: torch.device | str = "cpu", lr: float = 1e-4, gamma: float = 0.99,
                  double: bool = False, max_grad_norm: float | None = 10.0, in_channels: int = 4,
-                 seed: int | None = None):
+                 seed: int | None = None, targets: Callable[..., torch.Tensor] = td_targets,
+                 loss: Callable[..., torch.Tensor] = td_loss):
         check_arg("n_actions", n_actions, integer=True, low=1)
         check_arg("lr", lr, above=0)
         check_arg("gamma", gamma, low=0, high=1)
@@ -57,6 +102,9 @@ class DQNAgent:
         check_arg("seed", seed, integer=True, low=0, optional=True)
         if not isinstance(double, (bool, np.bool_)):
             raise ValueError(f"double must be True or False, got {double!r}")
+        for name, fn, default in (("targets", targets, "td_targets"), ("loss", loss, "td_loss")):
+            if not callable(fn):
+                raise ValueError(f"{name} must be a function with dqn_course.agent.{default}'s arguments, got {fn!r}")
         check_device(device, f"device={str(device)!r}")
         if seed is not None:
             torch.manual_seed(seed)
@@ -65,6 +113,7 @@ class DQNAgent:
         self.gamma = gamma
         self.double = double
         self.max_grad_norm = max_grad_norm
+        self.td_targets, self.td_loss = targets, loss
         self.q = NatureCNN(n_actions, in_channels).to(self.device)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=lr)
@@ -92,42 +141,45 @@ class DQNAgent:
         return actions
 
     # -- targets ----------------------------------------------------------------------------------
-    @torch.no_grad()
-    def batched_targets(self, t: dict[str, torch.Tensor]) -> torch.Tensor:
-        """r + γ (1 - done) max_a' Q_target(s', a') for the whole batch in one forward pass."""
-        next_q = self.target(t["next_states"])
-        if self.double:
-            best = self.q(t["next_states"]).argmax(1, keepdim=True)
-            next_v = next_q.gather(1, best).squeeze(1)
-        else:
-            next_v = next_q.max(1).values
-        return t["rewards"] + self.gamma * (1.0 - t["dones"]) * next_v
+    def batched_targets(self, t: dict[str, torch.Tensor], targets: Callable[..., torch.Tensor] | None = None
+                        ) -> torch.Tensor:
+        """The TD targets of the batch ``t`` (as ``batch_to_tensors`` gives it) by ``targets`` (default: this
+        agent's rule, ``td_targets`` unless it was given another) with this agent's networks, γ and ``double``."""
+        fn = self.td_targets if targets is None else targets
+        return fn(t["rewards"], t["dones"], t["next_states"], self.q, self.target, self.gamma, self.double)
 
     # -- learning ---------------------------------------------------------------------------------
-    def learn(self, batch: Batch, targets: Callable[..., torch.Tensor] | None = None) -> float:
-        """One gradient step on the Huber TD error; returns the loss.
+    def update(self, batch: Batch, targets: Callable[..., torch.Tensor] | None = None) -> torch.Tensor:
+        """One gradient step on the batch; returns its ``UPDATE_STATS`` as one float tensor (3,) on the device,
+        without waiting for it (no host sync).
 
-        ``targets(agent, tensors)`` computes the TD targets instead of ``batched_targets``: it gets this
-        agent and the batch as ``batch_to_tensors`` gives it (on the agent's device) and returns a float
-        tensor of shape (B,) on that device, treated as a constant (no gradient flows into it).
-        With prioritized replay the batch carries importance-sampling ``weights`` that scale each
-        transition's loss; ``last_td_errors`` keeps |target - Q| for the new priorities.
+        ``targets`` overrides the agent's TD-target rule for this step (same arguments as ``td_targets``).
+        With prioritized replay the batch carries importance-sampling ``weights`` that scale each transition's
+        Huber loss (``ValueError`` if this agent's loss is not ``td_loss``: a learner's loss takes no weights);
+        ``last_td_errors`` keeps |target - Q| for the new priorities.
         """
         t = batch_to_tensors(batch, self.device)
-        target = self.batched_targets(t) if targets is None else targets(self, t).detach()
-        q = self.q(t["states"]).gather(1, t["actions"].long().unsqueeze(1)).squeeze(1)
+        target = self.batched_targets(t, targets)
+        q_values = self.q(t["states"])
         if batch.weights is None:
-            loss = F.smooth_l1_loss(q, target)
+            loss = self.td_loss(q_values, t["actions"], target)
         else:
+            if self.td_loss is not td_loss:
+                raise ValueError("prioritized replay weights each transition's Huber loss; a loss function given "
+                                 "to the agent cannot take those weights: use the default td_loss with PER")
+            q = q_values.gather(1, t["actions"].long().unsqueeze(1)).squeeze(1)
             weights = torch.as_tensor(batch.weights).to(self.device, non_blocking=True)
             loss = (weights * F.smooth_l1_loss(q, target, reduction="none")).mean()
             self.last_td_errors = (target - q).detach().abs().cpu().numpy()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        if self.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.q.parameters(), self.max_grad_norm)
+        norm = grad_norm(self.q.parameters(), self.max_grad_norm)
         self.optimizer.step()
-        return float(loss.detach())
+        return torch.stack([loss.detach(), q_values.detach().max(1).values.mean(), norm.detach()])
+
+    def learn(self, batch: Batch, targets: Callable[..., torch.Tensor] | None = None) -> float:
+        """``update``, returning the loss as a number (one host sync: for notebooks and tests, not the loop)."""
+        return float(self.update(batch, targets)[0])
 
     def sync_target(self) -> None:
         """Hard update: copy the online weights into the target network."""

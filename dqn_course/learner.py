@@ -1,4 +1,7 @@
-"""Learners: who runs the DQN updates the training loop says are due (``learn(k, step)``, ``mean_loss()``).
+"""Learners: who runs the DQN updates the training loop says are due (``learn(k, step)``, ``diagnostics()``).
+
+Both keep the updates' ``UPDATE_STATS`` (loss, mean max-Q of the sampled states, gradient norm before clipping)
+summed on the training device (``UpdateStats``) and read them only when a log row asks: no host sync per update.
 
 ``EagerLearner`` is the plain way: one ``agent.learn`` per update on a batch ``memory.sample`` returns
 (prioritized replay included). ``DeviceLearner`` is the fast path's, for a replay memory whose frames
@@ -11,7 +14,8 @@ the arithmetic:
 - each update gathers its frames from the bank on the device (one gather per batch), so no frame crosses;
 - on CUDA the whole update (gather, targets, loss, backward, clipping, Adam with ``capturable=True``) is
   captured once as a CUDA graph and replayed: one launch per update instead of dozens;
-- losses are summed on the device and read only when a log row asks (``mean_loss``): no host sync per update.
+- the update is the agent's own rule (``agent.td_targets``, ``agent.td_loss``), so a learner's functions run
+  here too, captured with the rest.
 
 On the CPU the same function runs eagerly, so what the graph replays is what the CPU tests check. A capture that
 fails (an old driver, a GPU or a torch build without graph support) falls back to that eager update, with one
@@ -20,13 +24,10 @@ fails (an old driver, a GPU or a torch build without graph support) falls back t
 from __future__ import annotations
 
 import warnings
-from collections import deque
-
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from dqn_course.agent import DQNAgent
+from dqn_course.agent import UPDATE_STATS, DQNAgent, grad_norm
 from dqn_course.device import Uploader
 from dqn_course.replay import MultiStreamMemory
 
@@ -35,26 +36,51 @@ class CudaGraphFallbackWarning(RuntimeWarning):
     """The CUDA graph of the device learner's update could not be captured: updates run eagerly instead."""
 
 
+class UpdateStats:
+    """The sums of the updates' ``UPDATE_STATS`` on the device; ``mean()`` reads them (one transfer) and starts over.
+
+    Invariant: ``sums`` holds the stats of exactly ``count`` updates since the last ``mean()`` that saw any.
+    """
+
+    def __init__(self, device: torch.device):
+        self.sums = torch.zeros(len(UPDATE_STATS), dtype=torch.float32, device=device)
+        self.count = 0
+        self._last: dict[str, float] | None = None
+
+    def add(self, stats: torch.Tensor) -> None:
+        self.sums.add_(stats)
+        self.count += 1
+
+    def mean(self) -> dict[str, float] | None:
+        """The mean of each stat over the updates since the last call that saw any (the last means again when
+        there were none since), or None before the first update."""
+        if self.count:
+            self._last = dict(zip(UPDATE_STATS, (self.sums / self.count).tolist()))
+            self.sums.zero_()
+            self.count = 0
+        return self._last
+
+
 class EagerLearner:
-    """``agent.learn`` on ``memory.sample(batch_size)``, once per update; with prioritized replay (``beta`` given:
+    """``agent.update`` on ``memory.sample(batch_size)``, once per update; with prioritized replay (``beta`` given:
     a function of the step) the batch carries importance weights and the new |TD errors| go back as priorities."""
 
     def __init__(self, agent: DQNAgent, memory, batch_size: int, beta=None):
         self.agent, self.memory, self.batch_size, self.beta = agent, memory, batch_size, beta
-        self.losses: deque[float] = deque(maxlen=100)
+        self.stats = UpdateStats(agent.device)
 
     def learn(self, k: int, step: int) -> None:
         for _ in range(k):
             if self.beta is None:
-                self.losses.append(self.agent.learn(self.memory.sample(self.batch_size)))
+                self.stats.add(self.agent.update(self.memory.sample(self.batch_size)))
             else:
                 batch = self.memory.sample(self.batch_size, beta=self.beta(step))
-                self.losses.append(self.agent.learn(batch))
+                self.stats.add(self.agent.update(batch))
                 self.memory.update_priorities(batch.indices, self.agent.last_td_errors)
 
-    def mean_loss(self) -> float | None:
-        """Mean loss of the last 100 updates, or None before the first."""
-        return float(np.mean(self.losses)) if self.losses else None
+    def diagnostics(self) -> dict[str, float] | None:
+        """``UpdateStats.mean`` of the updates since the last call: {"loss", "q_max", "grad_norm"}."""
+        return self.stats.mean()
 
 
 class DeviceLearner:
@@ -82,9 +108,7 @@ class DeviceLearner:
         self.actions = torch.zeros(B, dtype=torch.int64, device=self.device)
         self.rewards = torch.zeros(B, dtype=torch.float32, device=self.device)
         self.dones = torch.zeros(B, dtype=torch.float32, device=self.device)
-        self.loss_sum = torch.zeros((), dtype=torch.float32, device=self.device)
-        self.loss_count = 0
-        self._last_mean: float | None = None
+        self.stats = UpdateStats(self.device)  # the graph adds into stats.sums; learn() counts on the host
         self._upload = Uploader(self.device)
         self._graph = None
         if self.graph_enabled:
@@ -103,20 +127,14 @@ class DeviceLearner:
     def _update(self) -> None:
         agent = self.agent
         frames = self.frames[self.index]  # (B, S+1, H, W): s = [:, :-1], s' = [:, 1:]
-        with torch.no_grad():
-            next_q = agent.target(frames[:, 1:])
-            if agent.double:
-                next_v = next_q.gather(1, agent.q(frames[:, 1:]).argmax(1, keepdim=True)).squeeze(1)
-            else:
-                next_v = next_q.max(1).values
-            target = self.rewards + agent.gamma * (1.0 - self.dones) * next_v
-        q = agent.q(frames[:, :-1]).gather(1, self.actions.unsqueeze(1)).squeeze(1)
-        loss = F.smooth_l1_loss(q, target)
+        target = agent.td_targets(self.rewards, self.dones, frames[:, 1:], agent.q, agent.target, agent.gamma,
+                                  agent.double)
+        q_values = agent.q(frames[:, :-1])
+        loss = agent.td_loss(q_values, self.actions, target)
         loss.backward()
-        if agent.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(agent.q.parameters(), agent.max_grad_norm)
+        norm = grad_norm(agent.q.parameters(), agent.max_grad_norm)
         agent.optimizer.step()
-        self.loss_sum.add_(loss.detach())
+        self.stats.sums.add_(torch.stack([loss.detach(), q_values.detach().max(1).values.mean(), norm.detach()]))
 
     def _capture(self) -> None:
         """Capture ``_update`` as a CUDA graph, or fall back to eager updates if that fails (see ``_fall_back``)."""
@@ -144,7 +162,7 @@ class DeviceLearner:
         with torch.cuda.graph(graph):
             self._update()
         self._graph = graph
-        self.loss_sum.zero_()
+        self.stats.sums.zero_()
 
     def _fall_back(self, saved: tuple[dict, dict], error: Exception) -> None:
         """After a failed capture: the state before it (weights and Adam's state as they were, Adam's step counts on
@@ -156,7 +174,7 @@ class DeviceLearner:
         restore_in_place(agent, saved)  # Adam state the warm-up created is zeroed: what a fresh Adam starts from
         self._capturable_adam(False)
         agent.optimizer.zero_grad(set_to_none=True)
-        self.loss_sum.zero_()
+        self.stats.sums.zero_()
         self._graph, self.graph_enabled = None, False
         warnings.warn(f"could not capture the update as a CUDA graph ({type(error).__name__}: {error}); running "
                       f"each update eagerly instead (the same updates, more launches). To skip the capture and this "
@@ -177,7 +195,7 @@ class DeviceLearner:
         return [(idx[u], sc[u, 0].long(), sc[u, 1].float(), sc[u, 2].float()) for u in range(k)]
 
     def learn(self, k: int, step: int | None = None) -> None:
-        """Run k updates (the losses are added to ``loss_sum``; nothing is read back). ``step`` is not used."""
+        """Run k updates (their stats are added to ``stats``; nothing is read back). ``step`` is not used."""
         if k <= 0:
             return
         self.memory.bank.flush()  # every frame written so far is on the device before any gather
@@ -193,15 +211,11 @@ class DeviceLearner:
             else:
                 self.agent.optimizer.zero_grad(set_to_none=True)
                 self._update()
-            self.loss_count += 1
+            self.stats.count += 1
 
-    def mean_loss(self) -> float | None:
-        """Mean loss of the updates since the last call that saw any (one device read), or None before the first."""
-        if self.loss_count:
-            self._last_mean = float(self.loss_sum) / self.loss_count
-            self.loss_sum.zero_()
-            self.loss_count = 0
-        return self._last_mean
+    def diagnostics(self) -> dict[str, float] | None:
+        """``UpdateStats.mean`` of the updates since the last call: {"loss", "q_max", "grad_norm"}."""
+        return self.stats.mean()
 
 
 def snapshot(agent: DQNAgent) -> tuple[dict, dict]:

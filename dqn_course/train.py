@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import csv
 import dataclasses
+import importlib.util
 import os
 import shlex
 import shutil
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +44,7 @@ import torch
 from tqdm import tqdm
 
 from dqn_course import ConfigError, check_fields, check_ranges, parse_bool, require
-from dqn_course.agent import DQNAgent
+from dqn_course.agent import UPDATE_STATS, DQNAgent, td_loss, td_targets
 from dqn_course.checkpoint import (
     CheckpointError,
     checkpoint_path,
@@ -109,6 +111,8 @@ class Config:
     out_dir: str = "runs/breakout"
     prefault: bool = True  # touch the replay memory's pages at start: fail now, not in hour 5
     progress: bool = True
+    tensorboard: bool = False  # also write log.csv's and eval.csv's scalars to <out_dir>/tensorboard (needs the
+    # tensorboard extra: pip install "dqn-course[tensorboard]"); log.csv stays the record the notebooks read
 
     def validate(self) -> None:
         """Refuse settings that cannot work, before anything is built; raises ``ConfigError`` saying what to change.
@@ -195,6 +199,9 @@ def _check_settings(cfg: Config) -> None:
     require(cfg.learning_starts < cfg.total_steps,
             f"--learning-starts {cfg.learning_starts} is not below --total-steps {cfg.total_steps}: the run would "
             f"end before its first update; lower --learning-starts or raise --total-steps")
+    if cfg.tensorboard and importlib.util.find_spec("tensorboard") is None:
+        raise ConfigError('--tensorboard true needs the tensorboard package: pip install "dqn-course[tensorboard]" '
+                          "(or pip install tensorboard), or --tensorboard false (log.csv has the same numbers)")
     require(not (cfg.per and cfg.replay_on_device),
             "--per true needs --replay-on-device false: prioritized replay samples on the host (its sum tree and "
             "importance weights), and the device learner samples on the device; drop one of the two")
@@ -358,10 +365,17 @@ def dry_run(cfg: Config, preset: str) -> str:
     return "\n".join(lines)
 
 
-def epsilon_at(step: int, cfg: Config) -> float:
-    """Linear decay from eps_start to eps_end over eps_fraction of the run, then flat."""
-    span = max(1, int(cfg.eps_fraction * cfg.total_steps))
-    return cfg.eps_end + (cfg.eps_start - cfg.eps_end) * max(0.0, 1.0 - step / span)
+def linear_epsilon(step: int, start: float, end: float, decay_steps: int) -> float:
+    """ε of ε-greedy at agent step ``step``: ``start`` at step 0, falling linearly to ``end`` at ``decay_steps``,
+    then ``end`` for the rest of the run. A learner's own schedule takes the same arguments (``train(cfg,
+    epsilon=...)``)."""
+    return end + (start - end) * max(0.0, 1.0 - step / decay_steps)
+
+
+def epsilon_at(step: int, cfg: Config, schedule: Callable[[int, float, float, int], float] = linear_epsilon
+               ) -> float:
+    """ε at ``step`` of the run ``cfg``: ``schedule`` from eps_start to eps_end over eps_fraction of the run."""
+    return schedule(step, cfg.eps_start, cfg.eps_end, max(1, int(cfg.eps_fraction * cfg.total_steps)))
 
 
 def evaluate(agent: DQNAgent | None, cfg: Config, episodes: int) -> list[float]:
@@ -374,11 +388,14 @@ def evaluate(agent: DQNAgent | None, cfg: Config, episodes: int) -> list[float]:
                       seed_epsilon=False)
 
 
-def evaluate_and_log(agent: DQNAgent, cfg: Config, eval_log: CsvLog, step: int) -> list[float]:
-    """``cfg.eval_episodes`` evaluation games, their mean and spread written as one row of ``eval.csv``; returns
-    the games' scores."""
+def evaluate_and_log(agent: DQNAgent, cfg: Config, eval_log: CsvLog, step: int, scalars=None) -> list[float]:
+    """``cfg.eval_episodes`` evaluation games, their mean and spread written as one row of ``eval.csv`` (and to
+    ``scalars``, TensorBoard, when given); returns the games' scores."""
     r = evaluate(agent, cfg, cfg.eval_episodes)
-    eval_log.write(step=step, mean_return=float(np.mean(r)), std_return=float(np.std(r)), episodes=len(r))
+    row = {"step": step, "mean_return": float(np.mean(r)), "std_return": float(np.std(r)), "episodes": len(r)}
+    eval_log.write(**row)
+    if scalars is not None:
+        scalars.write(row, "eval")
     return r
 
 
@@ -472,30 +489,65 @@ def _blank_if_none(value):
     return "" if value is None else value
 
 
-class GameLog:
-    """The games in progress in each env; one ``log.csv`` row per finished game, with the speed since the last."""
+def _significant(value: float | None, digits: int = 6) -> float | None:
+    """``value`` rounded to ``digits`` significant digits (a log row's diagnostics: more is noise), None as None."""
+    return None if value is None else float(f"{value:.{digits}g}")
 
-    def __init__(self, log: CsvLog, num_envs: int, step: int, counters: dict):
-        self.log, self.counters = log, counters
+
+LOG_FIELDS = ["step", "episode_return", "episode_length", *UPDATE_STATS, "epsilon", "replay_size", "rss_mb",
+              "steps_per_s"]
+
+
+class GameLog:
+    """The games in progress in each env; one ``log.csv`` row per finished game (``LOG_FIELDS``): its score and
+    length, the updates' diagnostics since the last row (mean loss, mean max-Q of the sampled states, mean gradient
+    norm before clipping; blank before the first update), ε, the transitions in the replay, RSS and the agent
+    steps/s since the last row. ``scalars``: also written there (TensorBoard), per step."""
+
+    def __init__(self, log: CsvLog, num_envs: int, step: int, counters: dict, scalars=None):
+        self.log, self.counters, self.scalars = log, counters, scalars
         self.returns, self.lengths = np.zeros(num_envs), np.zeros(num_envs, int)
         self.last: deque[float] = deque(maxlen=10)  # returns of the last finished games
         self.last_t, self.last_step = time.perf_counter(), step
 
-    def record(self, rewards, real, ended, step: int, eps: float, mean_loss) -> None:
+    def record(self, rewards, real, ended, step: int, eps: float, diagnostics, replay_size: int) -> None:
         """Add one vector step's rewards (``real`` envs only) and log the games that ``ended`` there
-        (``mean_loss()`` is asked only then: reading a loss from a GPU waits for it)."""
+        (``diagnostics()`` is asked only then: reading a value from a GPU waits for it)."""
         self.returns += rewards * real
         self.lengths += real
         for i in np.flatnonzero(real & ended):
             now = time.perf_counter()
             self.last.append(float(self.returns[i]))
             self.counters["episodes"] += 1
-            self.log.write(step=step, episode_return=self.last[-1], episode_length=int(self.lengths[i]),
-                           loss=_blank_if_none(mean_loss()), epsilon=round(eps, 4),
-                           rss_mb=round(rss_bytes() / 2**20, 1),
-                           steps_per_s=round((step - self.last_step) / (now - self.last_t), 1))
+            stats = diagnostics() or {}
+            row = {"step": step, "episode_return": self.last[-1], "episode_length": int(self.lengths[i]),
+                   **{k: _blank_if_none(_significant(stats.get(k))) for k in UPDATE_STATS}, "epsilon": round(eps, 4),
+                   "replay_size": replay_size, "rss_mb": round(rss_bytes() / 2**20, 1),
+                   "steps_per_s": round((step - self.last_step) / (now - self.last_t), 1)}
+            self.log.write(**row)
+            if self.scalars is not None:
+                self.scalars.write(row)
             self.last_t, self.last_step = now, step
             self.returns[i], self.lengths[i] = 0, 0
+
+
+class TensorBoardScalars:
+    """The log rows as TensorBoard scalars in ``<out_dir>/tensorboard`` (``--tensorboard true``), one tag per
+    column (``train/<column>``, ``eval/<column>``) at its agent step. A resumed run drops the events after the step
+    it resumes from (``purge_step``), as ``CsvLog`` drops those rows."""
+
+    def __init__(self, out: Path, resume_step: int | None):
+        from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package: loaded only when asked
+
+        self.writer = SummaryWriter(str(out / "tensorboard"), purge_step=resume_step)
+
+    def write(self, row: dict, prefix: str = "train") -> None:
+        for name, value in row.items():
+            if name != "step" and value != "":
+                self.writer.add_scalar(f"{prefix}/{name}", float(value), row["step"])
+
+    def close(self) -> None:
+        self.writer.close()
 
 
 def updates_due(cfg: Config, step: int) -> int:
@@ -507,18 +559,19 @@ def updates_due(cfg: Config, step: int) -> int:
     return step // cfg.train_every - (cfg.learning_starts - 1) // cfg.train_every
 
 
-def build(cfg: Config, device: torch.device):
-    """The vector envs, the replay memory (prioritized if ``cfg.per``), the agent and its learner ``cfg`` describes.
+def build(cfg: Config, device: torch.device, targets: Callable = td_targets, loss: Callable = td_loss):
+    """The vector envs, the replay memory (prioritized if ``cfg.per``), the agent (learning by ``targets`` and
+    ``loss``) and its learner ``cfg`` describes.
 
     Frames on the device (``replay_on_device``) get the ``DeviceLearner`` (one CUDA graph per update on a GPU);
-    otherwise updates are ``agent.learn`` calls on sampled batches.
+    otherwise updates are ``agent.update`` calls on sampled batches.
     """
     envs = make_vector_envs(cfg.num_envs, seed=cfg.seed, backend=cfg.env_backend)
     memory = MultiStreamMemory(cfg.buffer_size, cfg.num_envs, envs.single_observation_space.shape, seed=cfg.seed,
                                prefault=cfg.prefault, device=device if cfg.replay_on_device else None,
                                **replay_storage_args(cfg))
     agent = DQNAgent(int(envs.single_action_space.n), device, lr=cfg.lr, gamma=cfg.gamma, double=cfg.double,
-                     max_grad_norm=cfg.max_grad_norm, seed=cfg.seed)
+                     max_grad_norm=cfg.max_grad_norm, seed=cfg.seed, targets=targets, loss=loss)
     if cfg.per:
         from dqn_course.per import PrioritizedMemory, beta_at  # numba: loaded only by runs that use it
 
@@ -532,18 +585,27 @@ def build(cfg: Config, device: torch.device):
     return envs, memory, agent, learner
 
 
-def train(cfg: Config) -> dict:
+def train(cfg: Config, *, targets: Callable = td_targets, loss: Callable = td_loss,
+          epsilon: Callable[[int, float, float, int], float] = linear_epsilon) -> dict:
     """Run DQN with ``cfg``; returns a summary (steps/s, last returns, replay size, files written, why it stopped).
 
+    ``targets``, ``loss`` and ``epsilon`` are the learning rule and the exploration schedule, with the arguments
+    of ``agent.td_targets``, ``agent.td_loss`` and ``linear_epsilon``: a learner's own functions train the agent
+    in their place (a custom ``loss`` cannot take prioritized replay's weights: refused with ``cfg.per``).
     Raises ``ConfigError``, ``InsufficientMemoryError``, ``InsufficientDiskError`` or ``CheckpointError``
     before anything is written when the settings, the machine or the checkpoint to resume cannot work.
     """
     # -- set up: check, build, resume -------------------------------------------------------------------
     cfg.validate()
+    for name, fn in (("targets", targets), ("loss", loss), ("epsilon", epsilon)):
+        require(callable(fn), f"train(cfg, {name}=...) takes a function, got {fn!r}")
+    require(not (cfg.per and loss is not td_loss),
+            "--per true weights each transition's Huber loss by its importance weight; a loss function given to "
+            "train() cannot take those weights: use the default loss with PER, or --per false")
     resume_arrays, resume_meta, resume_path = load_resume(cfg)  # before allocating: a bad file fails fast
     out, device, n = Path(cfg.out_dir), pick_device(cfg.device or None), cfg.num_envs
     np.random.seed(cfg.seed)
-    envs, memory, agent, learner = build(cfg, device)
+    envs, memory, agent, learner = build(cfg, device, targets, loss)
     counters = {"step": 0, "updates": 0, "episodes": 0}
     if resume_arrays is not None:
         counters = restore_training_state(resume_arrays, resume_meta, agent, memory)
@@ -553,8 +615,8 @@ def train(cfg: Config) -> dict:
     step = first_step = counters["step"]
     resume_step = step if resume_path else None
     out.mkdir(parents=True, exist_ok=True)  # only now: a run refused while building leaves no folder
-    games = GameLog(CsvLog(out / "log.csv", ["step", "episode_return", "episode_length", "loss", "epsilon", "rss_mb",
-                                             "steps_per_s"], resume_step), n, step, counters)
+    scalars = TensorBoardScalars(out, resume_step) if cfg.tensorboard else None
+    games = GameLog(CsvLog(out / "log.csv", LOG_FIELDS, resume_step), n, step, counters, scalars)
     eval_log = CsvLog(out / "eval.csv", ["step", "mean_return", "std_return", "episodes"], resume_step)
     watchdog = MemoryWatchdog(int(cfg.max_rss_gb * 2**30), int(cfg.min_available_gb * 2**30))
     timer = RunTimer(step)
@@ -568,7 +630,7 @@ def train(cfg: Config) -> dict:
         while step < cfg.total_steps:
             # -- act in every env; learn while they step -------------------------------------------------
             before, step = step, step + n
-            eps = epsilon_at(step, cfg)
+            eps = epsilon_at(step, cfg, epsilon)
             timer.lap("other")
             actions = agent.act(obs, eps)
             envs.send(actions)  # ale-py's C++ threads step the envs during the updates below
@@ -589,7 +651,7 @@ def train(cfg: Config) -> dict:
             # Learn from clipped rewards; a lost life is terminal for the target but not for the game.
             memory.add_batch(obs, actions, np.sign(rewards), next_obs, dones=terminated | life_lost,
                              episode_ends=terminated | truncated, mask=real)
-            games.record(rewards, real, terminated | truncated, step, eps, learner.mean_loss)
+            games.record(rewards, real, terminated | truncated, step, eps, learner.diagnostics, len(memory))
             resetting = terminated | truncated
             obs, lives = next_obs, info["lives"].copy()
             timer.lap("store")
@@ -600,7 +662,7 @@ def train(cfg: Config) -> dict:
             stopped = watchdog.check() or stop.reason()
             if crossed(before, step, cfg.eval_every) or step >= cfg.total_steps or (stopped and stop.timed_out):
                 with timer.saving():  # evaluating is not training: left out of the learning rate, like saving
-                    returns = evaluate_and_log(agent, cfg, eval_log, step)
+                    returns = evaluate_and_log(agent, cfg, eval_log, step, scalars)
                     save_checkpoint(out / "checkpoint.pt", agent, cfg, step, returns)
 
             # -- save the training state when due or stopping --------------------------------------------
@@ -613,7 +675,7 @@ def train(cfg: Config) -> dict:
                 print(f"{stopped}: saved the training state at step {step:,} and stopped", flush=True)
                 break
 
-    for closing in (bar, games.log, eval_log, envs):
+    for closing in (bar, games.log, eval_log, envs, *([scalars] if scalars else [])):
         closing.close()
     return {**timer.summary(step, first_step), "updates": counters["updates"], "episodes": counters["episodes"],
             "last_returns": list(games.last), "replay_bytes": memory.nbytes,

@@ -48,7 +48,7 @@ def make_agent(double: bool, seed: int = 0, **kw) -> DQNAgent:
 def test_batched_targets_equal_per_sample_targets(double):
     agent = make_agent(double)
     t = batch_to_tensors(random_batch(16), agent.device)
-    batched, looped = agent.batched_targets(t), per_sample_targets(agent, t)
+    batched, looped = agent.batched_targets(t), agent.batched_targets(t, per_sample_targets)
     assert batched.shape == looped.shape == (16,)
     assert torch.allclose(batched, looped, atol=1e-5), (batched - looped).abs().max()
     # Terminal transitions get exactly their reward; the others bootstrap (differ from it).
@@ -88,15 +88,15 @@ def test_learn_uses_the_targets_it_is_given():
     batch = random_batch(8, seed=3)
     seen = []
 
-    def zero_targets(agent, t):
-        seen.append((agent, sorted(t)))
-        return torch.zeros_like(t["rewards"])
+    def zero_targets(rewards, dones, next_states, online, target, gamma, double):
+        seen.append((online, target, gamma, double, next_states.shape))
+        return torch.zeros_like(rewards)
 
     agent = make_agent(False, seed=7)
     with torch.no_grad():
         q = agent.q(torch.as_tensor(batch.states)).gather(1, torch.as_tensor(batch.actions).unsqueeze(1)).squeeze(1)
     loss = agent.learn(batch, targets=zero_targets)
-    assert seen == [(agent, ["actions", "dones", "next_states", "rewards", "states"])]
+    assert seen == [(agent.q, agent.target, agent.gamma, False, (8, 4, 84, 84))]
     assert loss == pytest.approx(float(torch.nn.functional.smooth_l1_loss(q, torch.zeros(8))), rel=1e-5)
 
 def test_act_returns_valid_actions_for_batches_and_single_states():

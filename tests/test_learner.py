@@ -39,9 +39,12 @@ def test_device_learner_matches_agent_learn_on_the_same_batches(double):
     for k in (1, 2, 3):
         eager.learn(k, step=0)
         learner.learn(k)
-    assert learner.loss_count == 6
-    assert learner.mean_loss() == pytest.approx(float(np.mean(eager.losses)), rel=1e-5)
-    assert learner.loss_count == 0 and learner.mean_loss() == pytest.approx(float(np.mean(eager.losses)), rel=1e-5)
+    assert learner.stats.count == eager.stats.count == 6
+    means = eager.diagnostics()
+    assert set(means) == {"loss", "q_max", "grad_norm"}
+    assert learner.diagnostics() == pytest.approx(means, rel=1e-5)
+    # read once per log row: the counts start over, and a read with no update since repeats the last means
+    assert learner.stats.count == 0 and learner.diagnostics() == pytest.approx(means, rel=1e-5)
     for (name, a), b in zip(plain.q.state_dict().items(), fast.q.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
     # both drew the same slots: the memories' generators moved alike
@@ -81,7 +84,7 @@ def test_cuda_graph_update_equals_the_eager_update(double):
     graph_agent.sync_target()
     eager.learn(3)
     graphed.learn(3)
-    assert graphed.mean_loss() == pytest.approx(eager.mean_loss(), rel=1e-4)
+    assert graphed.diagnostics() == pytest.approx(eager.diagnostics(), rel=1e-4)
     for (name, a), b in zip(eager_agent.q.state_dict().items(), graph_agent.q.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
 
@@ -124,7 +127,7 @@ def test_device_learner_carries_on_identically_after_a_resume(tmp_path, device):
     memory = filled(device, seed=7)
     learner = DeviceLearner(agent, memory, 32)
     learner.learn(3)
-    learner.mean_loss()
+    learner.diagnostics()
     write_checkpoint(tmp_path / "s.ckpt", *training_state(agent, memory, {"step": 1, "updates": 3, "episodes": 0},
                                                           {}))
 
@@ -133,7 +136,7 @@ def test_device_learner_carries_on_identically_after_a_resume(tmp_path, device):
     restore_training_state(*read_checkpoint(tmp_path / "s.ckpt"), fresh_agent, fresh_memory)
     learner.learn(4)
     fresh.learn(4)
-    assert fresh.mean_loss() == pytest.approx(learner.mean_loss(), rel=1e-4)
+    assert fresh.diagnostics() == pytest.approx(learner.diagnostics(), rel=1e-4)
     for (name, a), b in zip(agent.q.state_dict().items(), fresh_agent.q.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
 
@@ -196,7 +199,7 @@ def test_a_failed_graph_capture_warns_once_and_runs_the_eager_updates(request, f
     assert "--cuda-graph false" in message and "RuntimeError" in message
     assert not learner.graph_enabled
     assert all(not g["capturable"] for g in agent.optimizer.param_groups)
-    assert learner.mean_loss() == ref.mean_loss()
+    assert learner.diagnostics() == ref.diagnostics()
     for (name, a), b in zip(ref_agent.q.state_dict().items(), agent.q.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
     for a, b in zip(ref_agent.optimizer.state.values(), agent.optimizer.state.values()):

@@ -15,7 +15,8 @@ from dqn_course.agent import DQNAgent
 from dqn_course.train import PRESETS, Config, epsilon_at, parse_args
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-LOG_HEADER = ["step", "episode_return", "episode_length", "loss", "epsilon", "rss_mb", "steps_per_s"]
+LOG_HEADER = ["step", "episode_return", "episode_length", "loss", "q_max", "grad_norm", "epsilon", "replay_size",
+              "rss_mb", "steps_per_s"]
 
 
 def run_cli(out_dir: Path, *extra: str, timeout: float = 1800) -> subprocess.CompletedProcess:
