@@ -102,3 +102,33 @@ def test_a_cell_that_keeps_the_rules_passes():
                                      ["answer", "nbval-ignore-output"]),
                                _cell("# Solution\ncheck(1)", ["solution", "nbval-skip"]),
                                _cell("print(7056)", [], OUT)]}) == []
+
+
+def reading_problems(nb: dict) -> list[str]:
+    """Where a notebook breaks the rule that it ends with its papers: one markdown cell ``## Further reading`` with
+    links, after which comes no other text but the ``## Solution`` section."""
+    cells = nb["cells"]
+    at = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
+          and _text(c["source"]).lstrip().startswith("## Further reading")]
+    if len(at) != 1:
+        return [f"{len(at)} '## Further reading' cells (one is the rule)"]
+    found = [] if "](http" in _text(cells[at[0]]["source"]) else ["'## Further reading' links nothing"]
+    later = [_text(c["source"]).lstrip().split("\n", 1)[0] for c in cells[at[0] + 1:] if c["cell_type"] == "markdown"]
+    found += [f"text after the further reading: {line!r}" for line in later if line != "## Solution"]
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_ends_with_its_further_reading(path):
+    assert reading_problems(json.loads(path.read_text(encoding="utf-8"))) == []
+
+
+@pytest.mark.parametrize("cells, expected", [
+    ([], "0 '## Further reading' cells"),
+    ([{"cell_type": "markdown", "source": "## Further reading\nSutton & Barto"}], "links nothing"),
+    ([{"cell_type": "markdown", "source": "## Further reading\n[a](https://arxiv.org/abs/1)"},
+      {"cell_type": "markdown", "source": "## Summary\nmore"}], "text after the further reading"),
+])
+def test_each_further_reading_breach_is_found(cells, expected):
+    found = reading_problems({"cells": cells})
+    assert len(found) == 1 and expected in found[0], found

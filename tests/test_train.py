@@ -62,12 +62,21 @@ def test_quick_preset_writes_its_logs(quick_run):
     assert len(rows) >= 1, "no game finished in the quick run"
     steps = [int(r["step"]) for r in rows]
     assert steps == sorted(steps) and 0 < steps[0] and steps[-1] <= cfg.total_steps
+    sizes = [int(r["replay_size"]) for r in rows]
+    assert sizes == sorted(sizes) and 0 < sizes[0] and sizes[-1] <= min(cfg.buffer_size, steps[-1])
     for r in rows:
         assert float(r["episode_return"]) >= 0 and int(r["episode_length"]) > 0
         assert cfg.eps_end - 1e-9 <= float(r["epsilon"]) <= cfg.eps_start
         assert float(r["rss_mb"]) > 50 and float(r["steps_per_s"]) > 0
-        if int(r["step"]) > cfg.learning_starts + 100:
-            assert r["loss"] != "" and float(r["loss"]) >= 0, "learning had started: the loss belongs in the log"
+        step = int(r["step"])
+        for column in ("loss", "q_max", "grad_norm"):  # blank before the first update, numbers once updates run
+            if step < cfg.learning_starts:
+                assert r[column] == "", (column, r)
+            elif step > cfg.learning_starts + 100:
+                assert r[column] != "", (column, r)
+        if step > cfg.learning_starts + 100:
+            assert float(r["loss"]) >= 0, "learning had started: the loss belongs in the log"
+            assert float(r["grad_norm"]) > 0 and abs(float(r["q_max"])) < 100, r
     eval_header, eval_rows = read_csv(out / "eval.csv")
     assert eval_header == ["step", "mean_return", "std_return", "episodes"]
     assert [int(r["step"]) for r in eval_rows] == list(range(cfg.eval_every, cfg.total_steps + 1, cfg.eval_every))

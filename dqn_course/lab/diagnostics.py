@@ -1,0 +1,141 @@
+"""Notebooks 06-07: train with the learner's own learning rule beside the library's, and read a run's diagnostics.
+
+    runs = train_beside(cfg, "runs/beside", targets=td_targets, loss=td_loss)   # {"library": ..., "yours": ...}
+    print(compare_logs(runs))                        # the same games? how far apart are the losses?
+    fig = plot_diagnostics(runs, "your rule beside the library's")
+    fig = plot_diagnostics({"seed 3": "data/breakout-cpu-seed3"})   # any run folder with a log.csv
+    diagnosed_runs()                                 # the recorded runs whose log.csv has the diagnostics
+
+A learner's function trains only once it passes its check (``dqn_course.lab.checks``), run quietly here:
+a wrong target rule would train, badly, and the curve would not say why; the check's hint does.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from dqn_course.lab import checks
+from dqn_course.lab.playback import moving_average, read_log, recorded_runs
+
+# The learner's functions ``train.train`` takes, and the check (in ``checks``) each must pass before it trains.
+CHECKS = {"targets": "check_td_targets", "loss": "check_td_loss", "epsilon": "check_epsilon_schedule"}
+
+
+def verdict(name: str, fn: Callable | None) -> str | None:
+    """Why the learner's ``fn`` for ``name`` ("targets", "loss" or "epsilon") cannot train yet, or None when it
+    passes its check (whose printed lines are swallowed)."""
+    if fn is None:
+        return "not written yet"
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            passed = getattr(checks, CHECKS[name])(fn)
+    except AssertionError as e:
+        return f"fails its check ({str(e).splitlines()[0]})"
+    return None if passed else "not written yet"
+
+
+def train_beside(cfg, out_root: str | Path, *, targets: Callable | None = None, loss: Callable | None = None,
+                 epsilon: Callable | None = None) -> dict[str, dict]:
+    """Train ``cfg`` (a ``train.Config``) with the library's rule into ``out_root/library``, and, when one of the
+    learner's functions passes its check, again from the same seed with those functions (the library's for the
+    rest) into ``out_root/yours``. Prints one line per function saying which one trains. Returns each run's
+    ``train.train`` summary (its folder is ``out_dir``): ``{"library": ...}`` or ``{"library": ..., "yours": ...}``."""
+    from dqn_course.train import train
+
+    out_root = Path(out_root)
+    yours = {}
+    for name, fn in (("targets", targets), ("loss", loss), ("epsilon", epsilon)):
+        why = verdict(name, fn)
+        if why is None:
+            yours[name] = fn
+        source = "yours" if why is None else f"the library's: yours is {why}"
+        print(f"{name:8} {source}")
+    runs = {"library": train(dataclasses.replace(cfg, out_dir=str(out_root / "library"), progress=False))}
+    if yours:
+        runs["yours"] = train(dataclasses.replace(cfg, out_dir=str(out_root / "yours"), progress=False), **yours)
+    return runs
+
+
+def _folder(run: str | Path | dict) -> Path:
+    """A run's folder: given as a path, or as its ``train.train`` summary (``out_dir``)."""
+    return Path(run["out_dir"] if isinstance(run, dict) else run)
+
+
+def compare_logs(runs: dict[str, str | Path | dict]) -> str:
+    """One line on two runs' ``log.csv`` ("library" and "yours", each a folder or a ``train.train`` summary): whether
+    they played the same games (the same scores at the same steps), and the largest relative difference between
+    their logged losses."""
+    if "yours" not in runs:
+        return "only the library's run: write your functions above, and run this again to train with them"
+    a, b = (read_log(_folder(runs[k]) / "log.csv") for k in ("library", "yours"))
+    n = min(len(a["step"]), len(b["step"]))
+    same_games = len(a["step"]) == len(b["step"]) and bool(
+        np.array_equal(a["step"], b["step"]) and np.array_equal(a["episode_return"], b["episode_return"]))
+    la, lb = a["loss"][:n], b["loss"][:n]
+    both = ~np.isnan(la) & ~np.isnan(lb)
+    gap = float(np.max(np.abs(la[both] - lb[both]) / np.maximum(np.abs(la[both]), 1e-12))) if both.any() else 0.0
+    games = ("the same games, score for score" if same_games else
+             f"different games from the first {int(np.argmax(a['episode_return'][:n] != b['episode_return'][:n]))}"
+             f" on ({len(a['step'])} and {len(b['step'])} games)")
+    return f"yours beside the library's: {games}; largest relative difference in the logged loss: {gap:.1e}"
+
+
+def diagnosed_runs(data_dir: str | Path | None = None) -> list[Path]:
+    """The recorded runs (``playback.recorded_runs``, in that order) whose ``log.csv`` has the updates' diagnostics
+    (loss, q_max, grad_norm): runs recorded before those were logged have the loss alone."""
+    with_columns = []
+    for run in recorded_runs(data_dir):
+        with open(run / "log.csv", encoding="utf-8") as f:
+            if {"q_max", "grad_norm"} <= set(f.readline().strip().split(",")):
+                with_columns.append(run)
+    return with_columns
+
+
+# The panels of ``plot_diagnostics``: log.csv column, axis label, log scale.
+PANELS = (("episode_return", "training game score", False),
+          ("loss", "TD loss", True),
+          ("q_max", "mean max-Q of sampled states", False),
+          ("grad_norm", "gradient norm before clipping", True),
+          ("epsilon", "ε (exploration)", False),
+          ("replay_size", "transitions in the replay", False))
+SMOOTHED = ("episode_return", "loss", "q_max", "grad_norm")
+
+
+def plot_diagnostics(runs: dict[str, str | Path | dict], title: str = "", window: int = 20):
+    """A ``matplotlib.figure.Figure`` of what ``log.csv`` records, against the agent step, one line per run (label ->
+    run folder or ``train.train`` summary): score, TD loss, mean max-Q, gradient norm before clipping, ε and the
+    replay's fill (RSS on a second axis). Score, loss, max-Q and gradient norm are smoothed over ``window`` games.
+    A run whose log lacks a column (one recorded before it was logged) is left out of that panel."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
+
+    logs = {label: read_log(_folder(run) / "log.csv") for label, run in runs.items()}
+    fig = Figure(figsize=(11, 6.4), layout="constrained")
+    axes = fig.subplots(2, 3).ravel()
+    for ax, (column, label, log_scale) in zip(axes, PANELS):
+        rss = ax.twinx() if column == "replay_size" and any("rss_mb" in log for log in logs.values()) else None
+        for (name, log), color in zip(logs.items(), ("tab:blue", "tab:orange", "tab:green", "tab:red")):
+            if column not in log or np.isnan(log[column]).all():
+                continue
+            values, steps = log[column], log["step"]
+            keep = ~np.isnan(values)
+            shown = moving_average(values[keep], window) if column in SMOOTHED else values[keep]
+            ax.plot(steps[keep], shown, color=color, label=name)
+            if rss is not None and "rss_mb" in log:
+                rss.plot(steps, log["rss_mb"], color=color, linestyle=":", alpha=0.7)
+                rss.set_ylabel("RSS (MiB, dotted)")
+        ax.set_title(label + (f" ({window}-game mean)" if column in SMOOTHED else ""), fontsize=9)
+        ax.set_xlabel("agent step")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k" if x else "0"))
+        if log_scale and ax.has_data():
+            ax.set_yscale("log")
+    if len(logs) > 1:
+        axes[0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return fig
