@@ -154,57 +154,6 @@ def test_ring_unanswered(capsys):
     assert "not answered yet" in capsys.readouterr().out.lower()
 
 
-# -- notebook 06: td_targets ---------------------------------------------------------------------------
-
-
-def td_right(rewards, dones, next_q_target, gamma, next_q_online=None):
-    if next_q_online is None:
-        v = next_q_target.max(1).values
-    else:
-        v = next_q_target.gather(1, next_q_online.argmax(1, keepdim=True)).squeeze(1)
-    return rewards + gamma * (1 - dones) * v
-
-
-def td_no_done_mask(rewards, dones, next_q_target, gamma, next_q_online=None):
-    return td_right(rewards, torch.zeros_like(dones), next_q_target, gamma, next_q_online)
-
-
-def td_double_ignored(rewards, dones, next_q_target, gamma, next_q_online=None):
-    return td_right(rewards, dones, next_q_target, gamma)
-
-
-def td_double_online_values(rewards, dones, next_q_target, gamma, next_q_online=None):
-    return td_right(rewards, dones, next_q_online if next_q_online is not None else next_q_target, gamma)
-
-
-def td_keepdim(rewards, dones, next_q_target, gamma, next_q_online=None):
-    return td_right(rewards, dones, next_q_target, gamma, next_q_online)[:, None]
-
-
-def test_td_targets_right(capsys):
-    seed_state = torch.random.get_rng_state()
-    assert checks.check_td_targets(td_right) is True
-    assert capsys.readouterr().out.startswith("✓")
-    assert torch.equal(seed_state, torch.random.get_rng_state()), "the check must not move the learner's seed"
-
-
-@pytest.mark.parametrize("answer, hint", [
-    (td_no_done_mask, "must not bootstrap"),
-    (td_double_ignored, "chooses"),
-    (td_double_online_values, "not with the online"),
-    (td_keepdim, "shape"),
-])
-def test_td_targets_wrong(answer, hint):
-    with pytest.raises(AssertionError, match=hint):
-        checks.check_td_targets(answer)
-
-
-def test_td_targets_unanswered(capsys):
-    assert checks.check_td_targets(None) is None
-    assert checks.check_td_targets(lambda *a, **k: None) is None
-    assert "not answered yet" in capsys.readouterr().out.lower()
-
-
 # -- the notebooks' solution cells (committed without outputs, skipped by nbval) run here -----------------------
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"

@@ -59,7 +59,7 @@ def test_plot_diagnostics_draws_each_column_a_log_has(tmp_path):
     new = write_log(tmp_path / "new", rows(range(30)))
     old = write_log(tmp_path / "old", rows(range(30)), OLD_FIELDS)  # recorded before q_max and grad_norm existed
     fig = diagnostics.plot_diagnostics({"new": new, "old": {"out_dir": str(old)}}, "title")
-    panels = {ax.get_title().split(" (")[0]: ax for ax in fig.axes if ax.get_title()}
+    panels = {ax.get_title().removesuffix(" (20-game mean)"): ax for ax in fig.axes if ax.get_title()}
     assert set(panels) == {label for _, label, _ in diagnostics.PANELS}
     lines = {title: len(ax.get_lines()) for title, ax in panels.items()}
     assert lines["TD loss"] == 2 and lines["mean max-Q of sampled states"] == 1

@@ -66,7 +66,7 @@ def child_rate(tree: Path, seconds: float, read_every: int) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--before", type=Path, required=True, help="a checkout of the tree before the diagnostics")
+    p.add_argument("--before", type=Path, help="a checkout of the tree before the diagnostics (required)")
     p.add_argument("--seconds", type=float, default=4.0, help="timed seconds per round and side")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--read-every", type=int, default=50, help="updates between two reads (a game is ~50-200)")
@@ -76,6 +76,8 @@ def main() -> None:
     if args.child:
         print(rate(args.seconds, args.read_every))
         return
+    if args.before is None:
+        p.error("--before: a checkout of the tree before the diagnostics is required")
     best = {"before": 0.0, "after": 0.0}
     for _ in range(args.rounds):
         for side, tree in (("before", args.before), ("after", REPO)):

@@ -3,7 +3,7 @@
 Each ``check_*`` function takes the learner's answer (a number or a function), compares it with the
 course's own implementation or arithmetic, prints a line starting with "✓" when it is right, and
 raises ``AssertionError`` with a hint when it is not. The sections follow the notebooks, 00 to 10.
-tests/test_checks_00_03.py, test_checks_01.py, test_checks_04_06.py, test_checks_07.py,
+tests/test_checks_00_03.py, test_checks_01.py, test_checks_04_06.py, test_checks_core.py, test_checks_07.py,
 test_checks_08.py, test_checks_09.py, test_checks_09_resume.py and test_checks_10.py prove that
 every check passes the right answer and rejects wrong ones with its hint.
 """
@@ -342,12 +342,35 @@ QUESTIONS = {
     "06.gpu_gain": ("c", "on a GPU the arithmetic of a small forward is tiny, so the fixed price is most of it",
                     {"a": "the number of calls is the same on any device",
                      "b": "the loop also waits for the GPU at each read-back"}),
+    "06.truncation_bootstraps": ("c", "a clock stopped the game, not the agent: the cut-off state still has a future, "
+                                      "so its target bootstraps",
+                                 {"a": "a lost life ends that life's future; a time limit ends none: the state "
+                                       "could have gone on",
+                                  "b": "the last step's reward still counts, and so does the future the clock "
+                                       "cut off"}),
+    "06.target_network": ("a", "with the online network in the target, every update would move the target it chases",
+                          {"b": "both networks have the same layers: a forward pass costs the same in each",
+                           "c": "every target starts with the transition's reward r"}),
+    "06.huber_large_error": ("b", "beyond |e| = 1 the Huber loss grows linearly: its gradient stays at 1 in size, "
+                                  "while the squared error's is e",
+                             {"a": "the two agree only while |e| <= 1: look at the gradient panel at e = 5",
+                              "c": "beyond 1 the Huber gradient is +1 or -1, not 0: the transition still counts, "
+                                   "with a bounded push"}),
     "06b.fresh_process": ("a", "memory freed earlier is often kept by the allocator and reused, hiding growth",
                           {"b": "each rung runs alone; the point is a clean RSS baseline",
                            "c": "RSS can be read any time; what matters is what was allocated before"}),
     "06b.fill_every_slot": ("b", "np.zeros pages cost no RSS until written, so an unfilled ring would look cheap",
                             {"a": "the arithmetic is the same either way; the RSS is not",
                              "c": "sampling works on a partly filled ring"}),
+    "07.eps_start": ("c", "a new network's greedy action means nothing yet; random actions gather varied experience",
+                     {"a": "the replay stores whatever actions are taken, random or greedy",
+                      "b": "ε is about which actions the agent takes, not about the loss"}),
+    "07.q_explodes": ("a", "with at most 1 reward per step, no discounted return exceeds 1 / (1 - 0.99) = 100",
+                      {"b": "a Q-value estimates a discounted return: work out the largest one γ = 0.99 allows",
+                       "c": "the targets bootstrap from those values, so a runaway max-Q feeds itself"}),
+    "07.loss_rises": ("b", "the targets move: more reward and larger Q-values make larger TD errors",
+                      {"a": "the presets keep Adam's learning rate fixed at 1e-4",
+                       "c": "old transitions are not easier than new ones; look at what the targets are made of"}),
     "08.zero_priority": ("a", "a leaf of priority 0 owns an empty interval of the line, so no mass can land in it",
                          {"b": "the walk has no special case for zero: look at what the leaf owns on the line",
                           "c": "the slot stays in the memory; only its priority is 0"}),
@@ -524,72 +547,298 @@ def check_ring(ring_class) -> bool | None:
     return _passed("the ring holds the newest `capacity` items in storage made once, and samples only them")
 
 
-def check_td_targets(td_targets) -> bool | None:
-    """Notebook 06: ``td_targets(rewards, dones, next_q_target, gamma, next_q_online=None)`` for a whole batch.
+def _call_learner(fn, args: tuple, call: str, hints: dict[str, str] | None = None):
+    """Call a learner's function; an exception becomes an ``AssertionError`` naming the call, the exception, the
+    line of the learner's code it came from and, when its message contains a key of ``hints``, that key's hint."""
+    import inspect
+    import traceback
 
-    ``next_q_target`` and ``next_q_online`` are (B, n_actions) Q-values of s' from the target and the
-    online network. Without ``next_q_online``: r + γ (1 - done) max_a Q_target(s', a). With it (Double
-    DQN): the online network picks a* = argmax_a Q_online(s', a), the target network values it.
-    Compared with ``DQNAgent.batched_targets`` on a seeded batch, plain and double.
-    """
-    if td_targets is None:
-        return _not_answered_yet("write td_targets(rewards, dones, next_q_target, gamma, next_q_online=None)")
+    try:
+        return fn(*args)
+    except Exception as exc:  # any crash of the learner's code is reported, not shown as a traceback
+        code = getattr(inspect.unwrap(fn), "__code__", None)  # a decorated function: the learner's own code
+        lines = [f.line for f in traceback.extract_tb(exc.__traceback__)
+                 if code is not None and f.filename == code.co_filename and f.line]
+        where = f" at `{lines[-1]}`" if lines else ""
+        hint = next((h for key, h in (hints or {}).items() if key in str(exc)), None)
+        raise AssertionError(f"{call} raised {type(exc).__name__}{where}: {exc}"
+                             + (f". Hint: {hint}." if hint else "")) from None
+
+
+TD_BATCH, TD_N_ACTIONS, TD_GAMMA = 32, 4, 0.9  # check_td_targets' batch; γ is not the usual 0.99 on purpose
+
+
+def _td_check_inputs():
+    """The seeded batch and networks of ``check_td_targets``: 32 transitions, two different ``NatureCNN(4)``s
+    whose parameters require grad, their last layers scaled so Q-values are of the order of the rewards."""
     import numpy as np
     import torch
 
-    from dqn_course.agent import DQNAgent, batch_to_tensors
-    from dqn_course.replay import Batch
+    from dqn_course.networks import NatureCNN
+
+    torch.manual_seed(606)
+    online, target = NatureCNN(TD_N_ACTIONS), NatureCNN(TD_N_ACTIONS)  # two draws: they differ
+    with torch.no_grad():
+        for net in (online, target):
+            net.net[-1].weight.mul_(300.0)
+    rng = np.random.default_rng(606)
+    # Coarse 7x7 blocks of random gray, so the screens differ in what the convolutions see (not only in noise).
+    coarse = rng.integers(0, 256, size=(TD_BATCH, 4, 7, 7), dtype=np.uint8)
+    next_states = torch.as_tensor(np.repeat(np.repeat(coarse, 12, axis=2), 12, axis=3))
+    dones = (rng.random(TD_BATCH) < 0.25).astype(np.float32)
+    dones[:2] = 1.0, 0.0
+    rewards = rng.choice([-3.0, -1.0, 0.0, 0.5, 1.0, 2.0], TD_BATCH).astype(np.float32)
+    rewards[:3] = 2.0, -3.0, 0.5
+    return torch.as_tensor(rewards), torch.as_tensor(dones), next_states, online, target
+
+
+def _td_targets_hint(got, r, d, q_target, q_online, gamma: float, double: bool) -> str:
+    """What a wrong batch of targets ``got`` most likely forgot: it is compared with the usual mistakes."""
+    import torch
+
+    v_plain = q_target.max(1).values
+    v_double = q_target.gather(1, q_online.argmax(1, keepdim=True)).squeeze(1)
+    v_online = q_online.max(1).values
+    v = v_double if double else v_plain
+    clip = ("do not clip the reward here: the training loop clips rewards before it stores them, so a targets "
+            "function gets them ready to use (this check uses rewards such as 2, -3 and 0.5 to see it)")
+    candidates = [
+        (r + gamma * v, "a transition with done = 1 (game over or a lost life) must not bootstrap: multiply the "
+                        "next state's value by (1 - dones)"),
+        (r + gamma * d * v, "the mask is the wrong way round: (1 - dones) keeps the next value of the transitions "
+                            "that go on, you kept it only for the terminal ones"),
+        (r + (1 - d) * v, "multiply the next state's value by gamma (the discount)"),
+        (r + 0.99 * (1 - d) * v, "use the `gamma` argument, not a fixed 0.99"),
+        (torch.sign(r) + gamma * (1 - d) * v, clip),
+        (r.clamp(-1, 1) + gamma * (1 - d) * v, clip),
+        (r + gamma * (1 - d) * q_target.max(), "take the max over the actions of each transition, "
+                                               "q.max(dim=1).values, not the max of the whole tensor"),
+        (r + gamma * (1 - d) * q_target.mean(1), "V(s') is the best action's value, the max over actions, "
+                                                 "not their mean"),
+    ]
+    if double:
+        candidates += [
+            (r + gamma * (1 - d) * v_plain,
+             "with double=True your targets equal plain DQN's: did you ignore `double`, or choose a* with the target "
+             "network? The online network chooses a* = argmax_a Q_online(s', a), the target network values it: "
+             "Q_target(s', a*)"),
+            (r + gamma * (1 - d) * v_online, "Double DQN: value a* with the target network, Q_target(s', a*), not "
+                                             "with the online network that chose it"),
+            (r + gamma * (1 - d) * q_online.gather(1, q_target.argmax(1, keepdim=True)).squeeze(1),
+             "Double DQN: the roles are swapped: the online network chooses a*, the target network values it"),
+        ]
+    else:
+        candidates.append((r + gamma * (1 - d) * v_online,
+                           "plain DQN takes the max with the target network (the slowly moving copy), not the "
+                           "online network: V(s') = max_a Q_target(s', a)"))
+    return next((h for c, h in candidates if torch.allclose(got, c, rtol=1e-4, atol=1e-4)),
+                "targets are r + gamma * (1 - dones) * V(s'), with V(s') from the target network")
+
+
+def _td_shape_hint(shape: tuple) -> str:
+    """Why td_targets' result of ``shape`` is not one target per transition."""
+    b, n = TD_BATCH, TD_N_ACTIONS
+    return {(b, 1): "drop the extra axis: .squeeze(1) after gather (or no keepdim=True)",
+            (b, b): "a (B, 1) column met a (B,) row and broadcast to (B, B): .squeeze(1) the gathered values",
+            (b, n): "that is one value per action: reduce over the actions (dim=1) to get V(s')",
+            (n,): "that is one value per action: take the max over the actions (dim=1), not over the batch (dim=0)",
+            (): "that is one number for the whole batch: keep one target per transition (no sum or mean)",
+            (1,): "that is one number for the whole batch: keep one target per transition (no sum or mean)",
+            }.get(shape, "one target per transition: combine (B,) tensors only")
+
+
+def check_td_targets(td_targets) -> bool | None:
+    """Notebook 06: ``td_targets(rewards, dones, next_states, online, target, gamma, double=False)`` for a batch.
+
+    ``rewards`` and ``dones`` are float32 (B,), ``next_states`` uint8 (B, 4, 84, 84), ``online`` and ``target``
+    ``NatureCNN``s. The answer must be r + γ (1 - done) V(s') with V(s') = max_a Q_target(s', a), or with
+    ``double``, Q_target(s', argmax_a Q_online(s', a)), and carry no gradient. It is compared with
+    ``dqn_course.agent.td_targets`` on a seeded batch of 32, plain and double, with two networks that differ
+    and whose parameters require grad (so a missing ``no_grad`` shows), γ = 0.9, and rewards such as 2, -3 and 0.5:
+    the training loop clips rewards before it stores them, so a targets function that clips them again is wrong.
+    The inputs are passed as copies; changing one in place fails. Any number type holding the right (B,) values
+    passes. Raises ``AssertionError`` with a hint naming the likely mistake.
+    """
+    if td_targets is None:
+        return _not_answered_yet("write td_targets(rewards, dones, next_states, online, target, gamma, double=False)")
+    assert callable(td_targets), (
+        f"pass the function itself, e.g. check_td_targets(td_targets), got {td_targets!r}")
+    import torch
+
+    from dqn_course.agent import td_targets as reference
 
     with torch.random.fork_rng(devices=[]):  # leave the learner's own torch seed as it was
-        rng = np.random.default_rng(606)
-        B = 32
-
-        def batch():
-            frames = rng.integers(0, 256, size=(B, 5, 84, 84), dtype=np.uint8)
-            dones = (rng.random(B) < 0.25).astype(np.float32)
-            dones[:2] = 1.0, 0.0
-            return Batch(frames[:, :4], rng.integers(0, 4, B), rng.choice([-1.0, 0.0, 1.0], B).astype(np.float32),
-                         frames[:, 1:], dones, np.arange(B))
-
-        agent = DQNAgent(4, "cpu", lr=1e-3, seed=606)
-        for _ in range(3):  # move the online network away from its target copy, so Double DQN differs
-            agent.learn(batch())
-        t = batch_to_tensors(batch(), torch.device("cpu"))
+        r, d, next_states, online, target = _td_check_inputs()
+        g = TD_GAMMA
         with torch.no_grad():
-            q_target, q_online = agent.target(t["next_states"]), agent.q(t["next_states"])
-        r, d, g = t["rewards"], t["dones"], agent.gamma
+            q_target, q_online = target(next_states), online(next_states)
         for double in (False, True):
-            agent.double = double
-            expected = agent.batched_targets(t)
-            args = (r.clone(), d.clone(), q_target.clone(), g) + ((q_online.clone(),) if double else ())
-            got = td_targets(*args)
+            name = "Double DQN (double=True)" if double else "plain DQN (double=False)"
+            expected = reference(r, d, next_states, online, target, g, double)
+            given = (r.clone(), d.clone(), next_states.clone())
+            got = _call_learner(td_targets, given + (online, target, g, double),
+                                f"td_targets(rewards, dones, next_states, online, target, gamma={g}, double={double})",
+                                {"return_types": "max(dim=1) returns a pair (values, indices): take its .values",
+                                 "converted to an index": "if you multiplied by the result of .max(dim=1): that "
+                                                          "is a pair (values, indices); take its .values",
+                                 "must match the size": "one value per transition (B,): reduce over the actions "
+                                                        "(dim=1), not over the batch (dim=0)"})
             if got is None:
-                return _not_answered_yet("td_targets still returns None")
-            got = torch.as_tensor(got, dtype=torch.float32).detach().cpu()
-            name = "Double DQN (next_q_online given)" if double else "plain DQN"
-            assert got.shape == expected.shape, (
-                f"{name}: td_targets should return one target per transition, shape {tuple(expected.shape)}, "
-                f"got {tuple(got.shape)} (reduce over the action axis, dim=1)")
-            if torch.allclose(got, expected, atol=1e-5):
-                continue
-            a_star = q_online.argmax(1, keepdim=True)
-            candidates = {
-                "terminal transitions (done = 1) must not bootstrap: multiply the next value by (1 - done)":
-                    r + g * (q_target.gather(1, a_star).squeeze(1) if double else q_target.max(1).values),
-                "multiply the next state's value by gamma": r + (1 - d) * q_target.max(1).values,
-                "take the max over actions (dim=1), not over the batch": r + g * (1 - d) * q_target.max(),
-                ("Double DQN: the online network *chooses* a* = argmax Q_online(s', a); the target network "
-                 "*values* it, Q_target(s', a*); you used the max of the target network"):
-                    r + g * (1 - d) * q_target.max(1).values,
-                "Double DQN: value a* with the target network, not with the online network":
-                    r + g * (1 - d) * q_online.max(1).values,
-            }
-            hint = next((h for h, c in candidates.items() if torch.allclose(got, c, atol=1e-5)),
-                        "targets are r + gamma * (1 - done) * V(s'), with V(s') from the target network")
-            worst = int((got - expected).abs().argmax())
-            raise AssertionError(f"{name}: target {worst} is {got[worst]:.4f}, expected {expected[worst]:.4f} "
-                                 f"(reward {r[worst]:.0f}, done {d[worst]:.0f}). Hint: {hint}.")
-    return _passed("td_targets matches DQNAgent.batched_targets for plain and Double DQN")
+                return _not_answered_yet("td_targets still returns None; return a tensor of shape (B,)")
+            for arg, before, after in zip(("rewards", "dones", "next_states"), (r, d, next_states), given):
+                assert torch.equal(before, after), (
+                    f"{name}: td_targets changed its argument `{arg}` in place (e.g. `{arg} *= ...`, `{arg}.mul_(...)`"
+                    "): the batch it reads belongs to the caller; compute the targets into a new tensor")
+            assert type(got).__module__ != "torch.return_types", (
+                f"{name}: td_targets returned {type(got).__name__}(values, indices): take the .values of the max")
+            try:
+                values = torch.as_tensor(got, dtype=torch.float32).detach().cpu()
+            except (TypeError, ValueError, RuntimeError):
+                raise AssertionError(f"{name}: td_targets should return a tensor of {TD_BATCH} targets, got "
+                                     f"{type(got).__name__}") from None
+            assert values.shape == expected.shape, (
+                f"{name}: td_targets should return one target per transition, shape {tuple(expected.shape)}, got "
+                f"{tuple(values.shape)}: {_td_shape_hint(tuple(values.shape))}")
+            if not torch.allclose(values, expected, rtol=1e-4, atol=1e-4):
+                wrong = ~torch.isclose(values, expected, rtol=1e-4, atol=1e-4)
+                i = int(wrong.nonzero()[0])
+                hint = _td_targets_hint(values, r, d, q_target, q_online, g, double)
+                raise AssertionError(
+                    f"{name}: {int(wrong.sum())} of {TD_BATCH} targets are wrong, e.g. transition {i} (reward "
+                    f"{float(r[i]):g}, done {float(d[i]):g}): yours is {float(values[i]):.4f}. Hint: {hint}.")
+            assert not (isinstance(got, torch.Tensor) and got.requires_grad), (
+                f"{name}: the values are right, but the targets carry a gradient (requires_grad=True), so "
+                "loss.backward() would differentiate through them too, as if the goal itself were to be moved: "
+                "compute them under `with torch.no_grad():` (or decorate the function with @torch.no_grad(), or "
+                ".detach() the result): a target is a constant the prediction moves towards")
+    return _passed("td_targets matches dqn_course.agent.td_targets for plain and Double DQN, without a gradient")
+
+
+TD_LOSS_BATCH = 32  # check_td_loss' batch (4 actions: B is not the number of actions, so axis mix-ups show)
+
+
+def _td_loss_inputs():
+    """Seeded (q_values (B, 4), actions int64 (B,), targets (B,)) for ``check_td_loss``: the TD errors of the
+    taken actions spread over [-3, 3], so some lie beyond 1 (where Huber and the squared error differ) and some
+    within."""
+    import torch
+
+    gen = torch.Generator().manual_seed(616)
+    q_values = 2.0 * torch.randn(TD_LOSS_BATCH, TD_N_ACTIONS, generator=gen)
+    actions = torch.randint(0, TD_N_ACTIONS, (TD_LOSS_BATCH,), generator=gen)
+    actions[:TD_N_ACTIONS] = torch.arange(TD_N_ACTIONS)
+    errors = torch.linspace(-3.0, 3.0, TD_LOSS_BATCH)[torch.randperm(TD_LOSS_BATCH, generator=gen)]
+    targets = q_values.gather(1, actions.unsqueeze(1)).squeeze(1) + errors
+    return q_values, actions, targets
+
+
+def _td_loss_hint(got: float, q_values, actions, targets) -> str:
+    """What a wrong loss value ``got`` most likely did: it is compared with the usual mistakes."""
+    import math
+    import warnings
+
+    import torch
+    import torch.nn.functional as F
+
+    taken = q_values.gather(1, actions.unsqueeze(1))
+    error = taken.squeeze(1) - targets
+    mse = "that is the squared error (MSE); DQN uses the Huber loss, F.smooth_l1_loss: squared for |error| < 1, " \
+          "linear beyond, so one large error cannot make a huge gradient step"
+    clipped = ("the error was clipped to [-1, 1] before the loss: the Nature paper's 'error clipping' IS the Huber "
+               "loss (its gradient is the error clipped to [-1, 1]); clipping twice gives every |error| > 1 a zero "
+               "gradient. Apply F.smooth_l1_loss to the raw error")
+    with warnings.catch_warnings():  # the (B, 1) against (B,) mistake makes torch warn about broadcasting
+        warnings.simplefilter("ignore")
+        candidates = [
+            (F.smooth_l1_loss(taken, targets), "Q(s, a) of shape (B, 1) against targets of shape (B,) broadcast "
+                                               "to (B, B): .squeeze(1) the gathered values"),
+            (F.mse_loss(taken, targets), "Q(s, a) of shape (B, 1) against targets of shape (B,) broadcast to "
+                                         "(B, B): .squeeze(1) the gathered values (and use the Huber loss)"),
+        ]
+    candidates += [
+        ((error ** 2).mean(), mse),
+        (0.5 * (error ** 2).mean(), mse),
+        (F.smooth_l1_loss(q_values.gather(0, actions.unsqueeze(1)).squeeze(1), targets),
+         "gather along the action axis: q_values.gather(1, actions.unsqueeze(1)), not dim 0 (the batch)"),
+        (F.smooth_l1_loss(q_values.max(1).values, targets), "use Q(s, a) of the action taken in each transition "
+                                                            "(gather with `actions`), not the max: the max belongs "
+                                                            "in the target"),
+        (F.smooth_l1_loss(taken.squeeze(1), targets, reduction="sum"), "average over the batch (mean), don't sum: "
+                                                                      "a sum makes the step size grow with the "
+                                                                      "batch size"),
+        ((error.clamp(-1, 1) ** 2).mean(), clipped),
+        (0.5 * (error.clamp(-1, 1) ** 2).mean(), clipped),
+        (F.smooth_l1_loss(error.clamp(-1, 1), torch.zeros_like(error)), clipped),
+    ]
+    for delta in (0.1, 0.5, 2.0, 5.0, 10.0):
+        why = f"that is a Huber loss with a threshold of {delta:g}; DQN's is 1 (F.smooth_l1_loss's default)"
+        candidates += [(F.huber_loss(taken.squeeze(1), targets, delta=delta), why),
+                       (F.smooth_l1_loss(taken.squeeze(1), targets, beta=delta), why)]
+    return next((h for c, h in candidates if math.isclose(got, float(c), rel_tol=1e-4, abs_tol=1e-6)),
+                "the loss is the mean over the batch of the Huber loss (F.smooth_l1_loss) between Q(s, a) of the "
+                "taken actions and the targets")
+
+
+def check_td_loss(td_loss) -> bool | None:
+    """Notebook 06: ``td_loss(q_values, actions, targets)``, the Huber loss (δ = 1) between Q(s, a) of the taken
+    actions and the targets, averaged over the batch: one number that carries the gradient to ``q_values``.
+
+    ``q_values`` is (B, 4) float, ``actions`` int64 (B,), ``targets`` float (B,). Compared with
+    ``dqn_course.agent.td_loss`` on a seeded batch of 32 (not the number of actions, so an axis mix-up shows)
+    whose TD errors lie both within and beyond 1 (where Huber and the squared error differ): the value, then the
+    gradient ``backward`` leaves in ``q_values``. Raises ``AssertionError`` with a hint naming the likely mistake.
+    """
+    if td_loss is None:
+        return _not_answered_yet("write td_loss(q_values, actions, targets)")
+    assert callable(td_loss), f"pass the function itself, e.g. check_td_loss(td_loss), got {td_loss!r}"
+    import math
+
+    import torch
+
+    from dqn_course.agent import td_loss as reference
+
+    with torch.random.fork_rng(devices=[]):  # leave the learner's own torch seed as it was
+        q_values, actions, targets = _td_loss_inputs()
+        q_ref = q_values.clone().requires_grad_(True)
+        expected = reference(q_ref, actions, targets)
+        expected.backward()
+        q_in = q_values.clone().requires_grad_(True)
+        given = (actions.clone(), targets.clone())
+        got = _call_learner(td_loss, (q_in,) + given, "td_loss(q_values, actions, targets)",
+                            {"return_types": "max(dim=1) returns a pair (values, indices): take its .values"})
+        if got is None:
+            return _not_answered_yet("td_loss still returns None; return the loss (a tensor holding one number)")
+        for arg, before, after in zip(("actions", "targets"), (actions, targets), given):
+            assert torch.equal(before, after), (
+                f"td_loss changed its argument `{arg}` in place: compute into new tensors")
+        assert isinstance(got, torch.Tensor), (
+            f"td_loss returned a {type(got).__name__}, not a tensor: a plain number has no gradient, so nothing "
+            "could learn from it. Return the loss tensor itself (no .item(), float() or .tolist())")
+        shape = tuple(got.shape)
+        if got.numel() != 1:
+            hint = {(TD_LOSS_BATCH,): "that is one loss per transition: average them over the batch (.mean())",
+                    (TD_LOSS_BATCH, 1): "that is one loss per transition: average them over the batch (.mean())",
+                    (TD_LOSS_BATCH, TD_LOSS_BATCH): ("a (B, 1) column met a (B,) row and broadcast to (B, B): "
+                                                     ".squeeze(1) the gathered values, then average")}.get(
+                shape, "average the per-transition losses over the batch")
+            raise AssertionError(f"td_loss should return one number (a 0-dim tensor), got shape {shape}: {hint}.")
+        value = float(got.detach())
+        if not math.isclose(value, float(expected.detach()), rel_tol=1e-4, abs_tol=1e-6):
+            hint = _td_loss_hint(value, q_values, actions, targets)
+            raise AssertionError(f"td_loss returned {value:.4f} on the check's batch, which is not it. Hint: {hint}.")
+        no_grad = ("the value is right, but no gradient reaches q_values: compute the loss outside torch.no_grad() "
+                   "and without .detach(), .item() or .numpy(), so loss.backward() can train the network")
+        assert got.requires_grad and got.grad_fn is not None, no_grad
+        try:
+            got.reshape(()).backward()
+        except RuntimeError as exc:
+            raise AssertionError(f"loss.backward() on td_loss's result failed: {exc}") from None
+        assert q_in.grad is not None, no_grad
+        assert torch.allclose(q_in.grad, q_ref.grad, rtol=1e-4, atol=1e-6), (
+            "the value is right, but the gradient in q_values is not the Huber loss's: let the gradient flow "
+            "through Q(s, a) of the taken actions only (no .detach() on part of the error)")
+    return _passed("td_loss matches dqn_course.agent.td_loss: the mean Huber loss over the batch of Q(s, a) of "
+                   "the taken actions, and its gradient")
 
 
 # --- notebook 07: does it learn? ----------------------------------------------------------------------------
@@ -625,6 +874,88 @@ def check_updates_in_run(answer) -> bool | None:
         ],
         otherwise="updates = (total_steps - learning_starts) / train_every",
         close=lambda a, b: abs(a - b) <= 4)
+
+
+EPSILON_CASES = ((1.0, 0.01, 100_000), (1.0, 0.1, 1_000_000), (0.5, 0.05, 250))  # (start, end, decay_steps)
+
+
+def _epsilon_hint(got: dict[int, float], start: float, end: float, decay_steps: int) -> tuple[int, str]:
+    """The first step where a schedule's values ``got`` (step -> ε) go wrong, and what the schedule most likely
+    does there, compared with the usual mistakes."""
+    import math
+
+    from dqn_course.train import linear_epsilon
+
+    def close(a: float, b: float) -> bool:
+        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+
+    n = decay_steps
+    first = next(s for s, v in got.items() if not close(v, linear_epsilon(s, start, end, n)))
+    mid = n // 2
+    if close(got[0], end) and close(got[n], start):
+        return first, "ε rises: it starts at `start` (explore a lot while Q knows nothing) and falls to `end`"
+    if end > 0 and (close(got[n], 0.0) or close(got[10 * n], 0.0)):
+        return (n if close(got[n], 0.0) else 10 * n), ("ε falls to 0 instead of to `end`: it should level off at "
+                                                       "`end`, so a little exploration goes on for the rest of the run")
+    if got[10 * n] < end - 1e-9:
+        return 10 * n, ("ε keeps falling after decay_steps and ends below `end` (even negative): hold it at `end` "
+                        "from decay_steps on, e.g. with max(0, 1 - step / decay_steps)")
+    if close(got[mid], start) and close(got[n - 1], start) and close(got[n], end):
+        return first, ("ε jumps from start to end at decay_steps: step // decay_steps is integer division (0 until "
+                       "decay_steps); use step / decay_steps")
+    if not close(got[0], start):
+        return 0, "at step 0, ε should be `start`"
+    if got[1] < start:
+        other = (start - end) / (start - got[1])  # the decay length a straight line through got[0], got[1] has
+        if abs(other / n - 1) > 0.01 and all(close(v, linear_epsilon(s, start, end, other)) for s, v in got.items()):
+            return first, (f"ε reaches `end` at about step {other:,.0f}, not at decay_steps = {n:,}: decay_steps is "
+                           "already a number of steps (not a fraction of the run), so divide step by decay_steps "
+                           "itself")
+    values = list(got.values())
+    if all(end - 1e-9 <= v <= start + 1e-9 for v in values) and all(a >= b for a, b in zip(values, values[1:])):
+        return first, ("ε falls along a curve, not a straight line: that is multiplicative decay (epsilon *= 0.995 "
+                       "per step, as in many blog agents). The DQN papers anneal ε linearly from start to end over "
+                       "decay_steps, and that straight line is what train() uses and what the epsilon column of a "
+                       "run's log.csv shows")
+    return first, ("ε should fall in a straight line from `start` at step 0 to `end` at decay_steps, then stay at "
+                   "`end`")
+
+
+def check_epsilon_schedule(epsilon_schedule) -> bool | None:
+    """Notebook 07: ``epsilon_schedule(step, start, end, decay_steps)``, the ε of ε-greedy at agent step ``step``.
+
+    Compared with ``dqn_course.train.linear_epsilon`` (``start`` at step 0, a straight line to ``end`` at
+    ``decay_steps``, then ``end``) for each of ``EPSILON_CASES`` at steps 0, 1, 10, half way, decay_steps - 1,
+    decay_steps, decay_steps + 1 and 10 x decay_steps. A Python, NumPy or torch scalar passes. Raises
+    ``AssertionError`` with a hint naming the likely mistake (no floor, decay to 0, rising, multiplicative decay,
+    integer division, the wrong decay length).
+    """
+    if epsilon_schedule is None:
+        return _not_answered_yet("write epsilon_schedule(step, start, end, decay_steps)")
+    assert callable(epsilon_schedule), (
+        f"pass the function itself, e.g. check_epsilon_schedule(epsilon_schedule), got {epsilon_schedule!r}")
+    import math
+
+    from dqn_course.train import linear_epsilon
+
+    for start, end, n in EPSILON_CASES:
+        got = {}
+        for step in (0, 1, 10, n // 2, n - 1, n, n + 1, 10 * n):
+            call = f"epsilon_schedule({step:_}, {start}, {end}, {n:_})"
+            value = _call_learner(epsilon_schedule, (step, start, end, n), call)
+            if value is None:
+                return _not_answered_yet("epsilon_schedule still returns None; return ε, a number")
+            if getattr(value, "ndim", None) == 0 or getattr(value, "shape", None) == (1,):
+                value = value.item()  # a NumPy or torch scalar
+            _require_number(value, f"{call} should return ε, a number")
+            got[step] = float(value)
+        if all(math.isclose(v, linear_epsilon(s, start, end, n), rel_tol=1e-6, abs_tol=1e-9) for s, v in got.items()):
+            continue
+        step, hint = _epsilon_hint(got, start, end, n)
+        raise AssertionError(f"epsilon_schedule({step:_}, {start}, {end}, {n:_}) returned {got[step]:.6g}, which "
+                             f"is not it: {hint}.")
+    return _passed("epsilon_schedule matches train.linear_epsilon: a straight line from start to end over "
+                   "decay_steps, then end")
 
 
 # --- notebook 08: can PER be cheap? -------------------------------------------------------------------------

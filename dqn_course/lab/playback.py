@@ -31,10 +31,11 @@ if TYPE_CHECKING:
     from dqn_course.agent import DQNAgent
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
-# Sub-directories of data/ that may hold a recorded run, the longest-trained first (breakout-cpu-seed2 ran the
-# breakout-cpu preset to its end; breakout-cpu, seed 1, stopped at 40% of it).
+# Sub-directories of data/ that may hold a recorded run, the longest-trained first (breakout-cpu-seed2 and -seed3
+# ran the breakout-cpu preset to its end, seed 3 with the updates' diagnostics in its log; breakout-cpu, seed 1,
+# stopped at 40% of it).
 RECORDED_RUN_NAMES = ("breakout-gpu-10m", "breakout-gpu", "breakout-fast", "breakout", "breakout-cpu-seed2",
-                      "breakout-cpu")
+                      "breakout-cpu-seed3", "breakout-cpu")
 # Published Breakout scores with their sources and protocols (random play, Atari-100k methods, Dopamine, CleanRL).
 PUBLISHED = DATA_DIR / "published.json"
 

@@ -1,0 +1,395 @@
+"""The checks of the DQN core exercises (notebooks 06 and 07): td_targets, td_loss and the ε schedule.
+
+Each right answer passes with its ✓ line, ``None`` is "not answered yet", and every typical mistake, written out
+as a small wrong function, fails with its own hint.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from dqn_course.lab import checks
+
+# -- notebook 06: td_targets -------------------------------------------------------------------------------------
+
+
+def _values(q_target, q_online, double):
+    if double:
+        return q_target.gather(1, q_online.argmax(1, keepdim=True)).squeeze(1)
+    return q_target.max(1).values
+
+
+@torch.no_grad()
+def td_right(rewards, dones, next_states, online, target, gamma, double=False):
+    v = _values(target(next_states), online(next_states), double)
+    return rewards + gamma * (1 - dones) * v
+
+
+def td_float64_list(rewards, dones, next_states, online, target, gamma, double=False):
+    return td_right(rewards, dones, next_states, online, target, gamma, double).double().tolist()
+
+
+@torch.no_grad()
+def td_no_done_mask(rewards, dones, next_states, online, target, gamma, double=False):
+    return rewards + gamma * _values(target(next_states), online(next_states), double)
+
+
+@torch.no_grad()
+def td_no_gamma(rewards, dones, next_states, online, target, gamma, double=False):
+    return rewards + (1 - dones) * _values(target(next_states), online(next_states), double)
+
+
+@torch.no_grad()
+def td_fixed_gamma(rewards, dones, next_states, online, target, gamma, double=False):
+    return td_right(rewards, dones, next_states, online, target, 0.99, double)
+
+
+@torch.no_grad()
+def td_mask_reversed(rewards, dones, next_states, online, target, gamma, double=False):
+    return rewards + gamma * dones * _values(target(next_states), online(next_states), double)
+
+
+@torch.no_grad()
+def td_max_over_batch(rewards, dones, next_states, online, target, gamma, double=False):
+    return rewards + gamma * (1 - dones) * target(next_states).max(0).values
+
+
+@torch.no_grad()
+def td_max_whole_tensor(rewards, dones, next_states, online, target, gamma, double=False):
+    return rewards + gamma * (1 - dones) * torch.max(target(next_states))
+
+
+@torch.no_grad()
+def td_no_values(rewards, dones, next_states, online, target, gamma, double=False):
+    return rewards + gamma * (1 - dones) * target(next_states).max(1)
+
+
+@torch.no_grad()
+def td_keepdim(rewards, dones, next_states, online, target, gamma, double=False):
+    return td_right(rewards, dones, next_states, online, target, gamma, double)[:, None]
+
+
+@torch.no_grad()
+def td_broadcast(rewards, dones, next_states, online, target, gamma, double=False):
+    return rewards + gamma * (1 - dones) * target(next_states).max(1, keepdim=True).values
+
+
+@torch.no_grad()
+def td_plain_online(rewards, dones, next_states, online, target, gamma, double=False):
+    return td_right(rewards, dones, next_states, target, online, gamma, double)
+
+
+def td_with_gradient(rewards, dones, next_states, online, target, gamma, double=False):
+    v = _values(target(next_states), online(next_states), double)
+    return rewards + gamma * (1 - dones) * v
+
+
+@torch.no_grad()
+def td_sign_reward(rewards, dones, next_states, online, target, gamma, double=False):
+    return td_right(torch.sign(rewards), dones, next_states, online, target, gamma, double)
+
+
+@torch.no_grad()
+def td_clamp_reward(rewards, dones, next_states, online, target, gamma, double=False):
+    return td_right(rewards.clamp(-1, 1), dones, next_states, online, target, gamma, double)
+
+
+@torch.no_grad()
+def td_double_ignored(rewards, dones, next_states, online, target, gamma, double=False):
+    return td_right(rewards, dones, next_states, online, target, gamma)
+
+
+@torch.no_grad()
+def td_double_chosen_by_target(rewards, dones, next_states, online, target, gamma, double=False):
+    q_target = target(next_states)
+    return rewards + gamma * (1 - dones) * _values(q_target, q_target, double)
+
+
+@torch.no_grad()
+def td_double_valued_by_online(rewards, dones, next_states, online, target, gamma, double=False):
+    q_online = online(next_states)
+    q = q_online if double else target(next_states)
+    return rewards + gamma * (1 - dones) * _values(q, q_online, double)
+
+
+@torch.no_grad()
+def td_double_roles_swapped(rewards, dones, next_states, online, target, gamma, double=False):
+    if not double:
+        return td_right(rewards, dones, next_states, online, target, gamma)
+    return td_right(rewards, dones, next_states, target, online, gamma, double)
+
+
+@torch.no_grad()
+def td_mean_over_actions(rewards, dones, next_states, online, target, gamma, double=False):
+    return rewards + gamma * (1 - dones) * target(next_states).mean(1)
+
+
+@torch.no_grad()
+def td_in_place(rewards, dones, next_states, online, target, gamma, double=False):
+    v = _values(target(next_states), online(next_states), double)
+    rewards += gamma * (1 - dones) * v
+    return rewards
+
+
+@torch.no_grad()
+def td_float_frames(rewards, dones, next_states, online, target, gamma, double=False):
+    return td_right(rewards, dones, next_states.float(), online, target, gamma, double)
+
+
+def test_td_targets_right(capsys):
+    seed_state = torch.random.get_rng_state()
+    assert checks.check_td_targets(td_right) is True
+    assert capsys.readouterr().out.startswith("✓ td_targets")
+    assert torch.equal(seed_state, torch.random.get_rng_state()), "the check must not move the learner's seed"
+
+
+def test_td_targets_accepts_any_number_type(capsys):
+    assert checks.check_td_targets(td_float64_list) is True
+    assert capsys.readouterr().out.startswith("✓")
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (td_no_done_mask, r"must not bootstrap: multiply .* by \(1 - dones\)"),
+    (td_no_gamma, "multiply the next state's value by gamma"),
+    (td_fixed_gamma, "not a fixed 0.99"),
+    (td_mask_reversed, "mask is the wrong way round"),
+    (td_max_over_batch, r"not over the batch \(dim=0\)"),
+    (td_max_whole_tensor, "not the max of the whole tensor"),
+    (td_no_values, r"is a pair \(values, indices\); take its \.values"),
+    (td_keepdim, r"\.squeeze\(1\) after gather"),
+    (td_broadcast, r"broadcast to \(B, B\)"),
+    (td_plain_online, "plain DQN takes the max with the target network"),
+    (td_with_gradient, r"carry a gradient .* torch\.no_grad\(\)"),
+    (td_sign_reward, "do not clip the reward here"),
+    (td_clamp_reward, "do not clip the reward here"),
+    (td_double_ignored, "your targets equal plain DQN's"),
+    (td_double_chosen_by_target, r"your targets equal plain DQN's.*online network chooses a\*"),
+    (td_double_valued_by_online, "value a\\* with the target network"),
+    (td_double_roles_swapped, "the roles are swapped"),
+    (td_mean_over_actions, "not their mean"),
+    (td_in_place, "changed its argument `rewards` in place"),
+    (td_float_frames, "raised TypeError at `v = _values.*NatureCNN takes uint8 frames"),
+])
+def test_td_targets_wrong(answer, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_td_targets(answer)
+
+
+def test_td_targets_hints_never_reveal_the_expected_target():
+    with pytest.raises(AssertionError) as caught:
+        checks.check_td_targets(td_no_done_mask)
+    assert "expected" not in str(caught.value)
+
+
+def test_td_targets_unanswered(capsys):
+    assert checks.check_td_targets(None) is None
+    assert checks.check_td_targets(lambda *a, **k: None) is None
+    assert "not answered yet" in capsys.readouterr().out.lower()
+
+
+def test_td_targets_crash_names_the_call():
+    def td_crashes(rewards, dones, next_states, online, target, gamma, double=False):
+        raise KeyError("oops")
+
+    with pytest.raises(AssertionError, match=r"td_targets\(rewards, .*\) raised KeyError at `raise KeyError"):
+        checks.check_td_targets(td_crashes)
+
+
+# -- notebook 06: td_loss ----------------------------------------------------------------------------------------
+
+
+def _taken(q_values, actions):
+    return q_values.gather(1, actions.long().unsqueeze(1)).squeeze(1)
+
+
+def loss_right(q_values, actions, targets):
+    return F.smooth_l1_loss(_taken(q_values, actions), targets)
+
+
+def loss_huber_by_hand(q_values, actions, targets):
+    error = (targets - _taken(q_values, actions)).abs()
+    return torch.where(error < 1, 0.5 * error ** 2, error - 0.5).mean()
+
+
+def loss_mse(q_values, actions, targets):
+    return F.mse_loss(_taken(q_values, actions), targets)
+
+
+def loss_gather_dim0(q_values, actions, targets):
+    return F.smooth_l1_loss(q_values.gather(0, actions.unsqueeze(1)).squeeze(1), targets)
+
+
+def loss_max(q_values, actions, targets):
+    return F.smooth_l1_loss(q_values.max(1).values, targets)
+
+
+def loss_no_squeeze(q_values, actions, targets):
+    return F.smooth_l1_loss(q_values.gather(1, actions.unsqueeze(1)), targets)
+
+
+def loss_sum(q_values, actions, targets):
+    return F.smooth_l1_loss(_taken(q_values, actions), targets, reduction="sum")
+
+
+def loss_item(q_values, actions, targets):
+    return loss_right(q_values, actions, targets).item()
+
+
+def loss_detached(q_values, actions, targets):
+    return loss_right(q_values, actions, targets).detach()
+
+
+@torch.no_grad()
+def loss_no_grad(q_values, actions, targets):
+    return loss_right(q_values, actions, targets)
+
+
+def loss_per_transition(q_values, actions, targets):
+    return F.smooth_l1_loss(_taken(q_values, actions), targets, reduction="none")
+
+
+def loss_clipped_squared(q_values, actions, targets):
+    return ((_taken(q_values, actions) - targets).clamp(-1, 1) ** 2).mean()
+
+
+def loss_clipped_huber(q_values, actions, targets):
+    error = (_taken(q_values, actions) - targets).clamp(-1, 1)
+    return F.smooth_l1_loss(error, torch.zeros_like(error))
+
+
+def loss_delta_2(q_values, actions, targets):
+    return F.huber_loss(_taken(q_values, actions), targets, delta=2.0)
+
+
+def loss_half_detached(q_values, actions, targets):
+    error = _taken(q_values, actions) - targets
+    return (F.smooth_l1_loss(error, torch.zeros_like(error)).detach() + 0.0 * q_values.sum())
+
+
+def test_td_loss_right(capsys):
+    seed_state = torch.random.get_rng_state()
+    assert checks.check_td_loss(loss_right) is True
+    assert checks.check_td_loss(loss_huber_by_hand) is True
+    assert capsys.readouterr().out.startswith("✓ td_loss")
+    assert torch.equal(seed_state, torch.random.get_rng_state()), "the check must not move the learner's seed"
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (loss_mse, "squared error .*Huber"),
+    (loss_gather_dim0, r"gather along the action axis: q_values\.gather\(1"),
+    (loss_max, "not the max: the max belongs in the target"),
+    (loss_no_squeeze, r"broadcast to \(B, B\): \.squeeze\(1\)"),
+    (loss_sum, "don't sum"),
+    (loss_item, "a plain number has no gradient"),
+    (loss_detached, "no gradient reaches q_values"),
+    (loss_no_grad, "no gradient reaches q_values"),
+    (loss_per_transition, r"one loss per transition: average them over the batch \(\.mean\(\)\)"),
+    (loss_clipped_squared, "'error clipping' IS the Huber loss"),
+    (loss_clipped_huber, "'error clipping' IS the Huber loss"),
+    (loss_delta_2, "Huber loss with a threshold of 2; DQN's is 1"),
+    (loss_half_detached, "gradient in q_values is not the Huber loss's"),
+])
+@pytest.mark.filterwarnings("ignore:Using a target size")  # the (B, 1) against (B,) mistake warns
+def test_td_loss_wrong(answer, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_td_loss(answer)
+
+
+def test_td_loss_unanswered(capsys):
+    assert checks.check_td_loss(None) is None
+    assert checks.check_td_loss(lambda *a: None) is None
+    assert "not answered yet" in capsys.readouterr().out.lower()
+
+
+def test_td_loss_crash_names_the_call():
+    def loss_crashes(q_values, actions, targets):
+        return F.smooth_l1_loss(q_values.gather(1, actions), targets)
+
+    with pytest.raises(AssertionError, match=r"td_loss\(q_values, actions, targets\) raised RuntimeError at `return"):
+        checks.check_td_loss(loss_crashes)
+
+
+# -- notebook 07: the ε schedule ---------------------------------------------------------------------------------
+
+
+def eps_right(step, start, end, decay_steps):
+    return start + (end - start) * min(1.0, step / decay_steps)
+
+
+def eps_numpy(step, start, end, decay_steps):
+    return np.float32(end) + np.float64(start - end) * np.clip(1 - step / decay_steps, 0, 1)
+
+
+def eps_torch(step, start, end, decay_steps):
+    return torch.tensor(eps_right(step, start, end, decay_steps), dtype=torch.float64)
+
+
+def eps_no_floor(step, start, end, decay_steps):
+    return start - (start - end) * step / decay_steps
+
+
+def eps_to_zero(step, start, end, decay_steps):
+    return start * max(0.0, 1 - step / decay_steps)
+
+
+def eps_rises(step, start, end, decay_steps):
+    return eps_right(step, end, start, decay_steps)
+
+
+def eps_multiplicative(step, start, end, decay_steps):
+    return max(end, start * 0.995 ** step)
+
+
+def eps_exponential(step, start, end, decay_steps):
+    return start * (end / start) ** min(1.0, step / decay_steps)
+
+
+def eps_integer_division(step, start, end, decay_steps):
+    return start + (end - start) * min(1, step // decay_steps)
+
+
+def eps_decay_fraction(step, start, end, decay_steps):
+    return eps_right(step, start, end, 0.1 * decay_steps)
+
+
+def eps_ignores_start(step, start, end, decay_steps):
+    return eps_right(step, 1.0, end, decay_steps)
+
+
+def test_epsilon_schedule_right(capsys):
+    seed_state = torch.random.get_rng_state()
+    for answer in (eps_right, eps_numpy, eps_torch):
+        assert checks.check_epsilon_schedule(answer) is True
+    assert capsys.readouterr().out.startswith("✓ epsilon_schedule")
+    assert torch.equal(seed_state, torch.random.get_rng_state())
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (eps_no_floor, "keeps falling after decay_steps"),
+    (eps_to_zero, "falls to 0 instead of to `end`"),
+    (eps_rises, "ε rises"),
+    (eps_multiplicative, "multiplicative decay .*linearly"),
+    (eps_exponential, "multiplicative decay .*log.csv"),
+    (eps_integer_division, "integer division"),
+    (eps_decay_fraction, "not a fraction of the run"),
+    (eps_ignores_start, "at step 0, ε should be `start`"),
+])
+def test_epsilon_schedule_wrong(answer, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_epsilon_schedule(answer)
+
+
+def test_epsilon_schedule_unanswered(capsys):
+    assert checks.check_epsilon_schedule(None) is None
+    assert checks.check_epsilon_schedule(lambda *a: None) is None
+    assert "not answered yet" in capsys.readouterr().out.lower()
+
+
+def test_epsilon_schedule_crash_names_the_call():
+    def eps_crashes(step, start, end, decay_steps):
+        return start - (start - end) * step / (decay_steps - decay_steps)
+
+    with pytest.raises(AssertionError, match=r"epsilon_schedule\(0, 1.0, 0.01, 100_000\) raised ZeroDivisionError"):
+        checks.check_epsilon_schedule(eps_crashes)
