@@ -83,7 +83,7 @@ def play_games(agent: DQNAgent | None, games: int, seed: int, epsilon: float, ma
     """Unclipped scores of ``games`` whole games in one environment seeded with ``seed``; ``agent=None`` plays
     uniformly random actions. With ``seed_epsilon`` the agent's ε draws use a generator seeded with ``seed`` (its
     own is restored after); without, they come from the agent's own generator (as a training run's evaluations)."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # the plain bar (the CLI's --progress): tqdm.auto warns in a notebook without ipywidgets
 
     env = make_breakout(seed=seed, max_episode_steps=max_steps)
     scores: list[float] = []
