@@ -15,7 +15,8 @@ document holds which); each is written here from committed files only:
 * benchmarks/README.md, the benchmark scripts' own runs: ``ladder``, ``sampling``, ``sampling-capacity``,
   ``storage``, ``million`` from ``data/bench/memory_ladder.json`` and ``data/bench/sampling.json``; ``per`` from
   ``data/bench/per.json``; ``throughput`` from ``data/bench/throughput*.json`` if recorded, else the CPU throughput
-  runs of ``data/bench/refactor-before-after.json``; ``ray-scaling`` from ``data/bench/ray_scaling.json``.
+  runs of ``data/bench/refactor-before-after.json``; ``ray-scaling`` from ``data/bench/ray_scaling.json``;
+  ``update-stats`` from ``data/bench/update-stats-ab.jsonl``.
 
 (``data/make_figures.py`` writes README's ``learning`` block from data/breakout-cpu/; it is not touched here.)
 The files are read, not imported: no heavy dependency loads, so ``make readme`` needs no set-up.
@@ -415,10 +416,24 @@ def ray_scaling_body(root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
+def update_stats_body(root: Path = ROOT) -> str:
+    """The diagnostics' A/B (``data/bench/update-stats-ab.jsonl``, one row per run of
+    ``benchmarks/ab/ab_update_stats.py``): updates/s before and after, per run."""
+    path = root / "data" / "bench" / "update-stats-ab.jsonl"
+    runs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = ["| run | machine | before, updates/s | after, updates/s | after vs before |", "|---|---|---:|---:|---:|"]
+    for i, r in enumerate(runs, 1):
+        lines.append(f"| {i}: {r['rounds']} rounds of {r['seconds']:g} s, a read every {r['read_every']} updates | "
+                     f"{_machine(r['environment'])} | {r['before_updates_per_s']:.1f} | {r['after_updates_per_s']:.1f}"
+                     f" | {r['after_updates_per_s'] / r['before_updates_per_s'] - 1:+.1%} |")
+    return "\n".join(lines)
+
+
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "modules": modules_body, "curriculum": curriculum_body, "guard": guard_body, "ladder": ladder_body,
     "sampling": sampling_body, "sampling-capacity": sampling_capacity_body, "storage": storage_body,
     "million": million_body, "per": per_body, "throughput": throughput_body, "ray-scaling": ray_scaling_body,
+    "update-stats": update_stats_body,
 }
 # Which document holds which blocks. README shows what the notebooks measured (their summary lines) and nothing that
 # a notebook measures again; the benchmark scripts' own runs (larger workloads, their own machine and date) are
@@ -426,7 +441,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
 DOCUMENTS: dict[str, tuple[str, ...]] = {
     "README.md": ("modules", "curriculum", "guard"),
     "benchmarks/README.md": ("ladder", "sampling", "sampling-capacity", "storage", "million", "per", "throughput",
-                             "ray-scaling"),
+                             "ray-scaling", "update-stats"),
 }
 
 
