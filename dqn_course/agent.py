@@ -30,6 +30,11 @@ from dqn_course.replay import Batch
 UPDATE_STATS = ("loss", "q_max", "grad_norm")
 
 
+def update_stats(loss: torch.Tensor, q_values: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
+    """One update's ``UPDATE_STATS`` as a float tensor (3,) on the update's device, detached (no host sync)."""
+    return torch.stack([loss.detach(), q_values.detach().max(1).values.mean(), norm.detach()])
+
+
 @torch.no_grad()
 def td_targets(rewards: torch.Tensor, dones: torch.Tensor, next_states: torch.Tensor, online: torch.nn.Module,
                target: torch.nn.Module, gamma: float, double: bool = False) -> torch.Tensor:
@@ -175,7 +180,7 @@ class DQNAgent:
         loss.backward()
         norm = grad_norm(self.q.parameters(), self.max_grad_norm)
         self.optimizer.step()
-        return torch.stack([loss.detach(), q_values.detach().max(1).values.mean(), norm.detach()])
+        return update_stats(loss, q_values, norm)
 
     def learn(self, batch: Batch, targets: Callable[..., torch.Tensor] | None = None) -> float:
         """``update``, returning the loss as a number (one host sync: for notebooks and tests, not the loop)."""

@@ -27,7 +27,7 @@ import warnings
 import numpy as np
 import torch
 
-from dqn_course.agent import UPDATE_STATS, DQNAgent, grad_norm
+from dqn_course.agent import UPDATE_STATS, DQNAgent, grad_norm, update_stats
 from dqn_course.device import Uploader
 from dqn_course.replay import MultiStreamMemory
 
@@ -134,7 +134,7 @@ class DeviceLearner:
         loss.backward()
         norm = grad_norm(agent.q.parameters(), agent.max_grad_norm)
         agent.optimizer.step()
-        self.stats.sums.add_(torch.stack([loss.detach(), q_values.detach().max(1).values.mean(), norm.detach()]))
+        self.stats.sums.add_(update_stats(loss, q_values, norm))
 
     def _capture(self) -> None:
         """Capture ``_update`` as a CUDA graph, or fall back to eager updates if that fails (see ``_fall_back``)."""
