@@ -52,6 +52,9 @@ def test_compare_logs_tells_the_same_games_from_different_ones(tmp_path):
     assert diagnostics.compare_logs({"library": library, "yours": drift}).endswith("loss: 1.0e-01")
     assert "different games from the first 1 on (3 and 4 games)" in diagnostics.compare_logs(
         {"library": library, "yours": {"out_dir": str(other)}})  # a train() summary names its folder
+    longer = write_log(tmp_path / "longer", rows([1, 0, 2, 5]))  # the same first games, then one more
+    assert "different games from the first 3 on (3 and 4 games)" in diagnostics.compare_logs(
+        {"library": library, "yours": longer})
     assert diagnostics.compare_logs({"library": library}).startswith("only the library's run")
 
 

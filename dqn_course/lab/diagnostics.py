@@ -74,14 +74,13 @@ def compare_logs(runs: dict[str, str | Path | dict]) -> str:
         return "only the library's run: write your functions above, and run this again to train with them"
     a, b = (read_log(_folder(runs[k]) / "log.csv") for k in ("library", "yours"))
     n = min(len(a["step"]), len(b["step"]))
-    same_games = len(a["step"]) == len(b["step"]) and bool(
-        np.array_equal(a["step"], b["step"]) and np.array_equal(a["episode_return"], b["episode_return"]))
+    differ = (a["step"][:n] != b["step"][:n]) | (a["episode_return"][:n] != b["episode_return"][:n])
+    first = int(np.argmax(differ)) if differ.any() else n  # the first game that differs (n: one run has more)
     la, lb = a["loss"][:n], b["loss"][:n]
     both = ~np.isnan(la) & ~np.isnan(lb)
     gap = float(np.max(np.abs(la[both] - lb[both]) / np.maximum(np.abs(la[both]), 1e-12))) if both.any() else 0.0
-    games = ("the same games, score for score" if same_games else
-             f"different games from the first {int(np.argmax(a['episode_return'][:n] != b['episode_return'][:n]))}"
-             f" on ({len(a['step'])} and {len(b['step'])} games)")
+    games = ("the same games, score for score" if first == n == len(a["step"]) == len(b["step"]) else
+             f"different games from the first {first} on ({len(a['step'])} and {len(b['step'])} games)")
     return f"yours beside the library's: {games}; largest relative difference in the logged loss: {gap:.1e}"
 
 
