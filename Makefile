@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: setup lab test lint unit notebooks execute train train-quick train-cpu figures readme bench bench-gpu clean
+.PHONY: setup lab test lint unit notebooks colab-cells execute train train-quick train-cpu figures readme bench bench-gpu clean
 
 setup: $(VENV)/.installed
 
@@ -20,12 +20,13 @@ $(VENV)/.installed: pyproject.toml
 lab: setup
 	$(VENV)/bin/jupyter lab notebooks/
 
-# Unit tests and strict nbval over every notebook, in quick mode (what CI runs). One torch/OpenMP thread per
-# process: on a CPU shared with other work, torch's spinning worker threads slow every test several times over.
+# Unit tests, and strict nbval over every notebook, each alone in a fresh copy of the tree
+# (tests/test_notebooks_alone.py), in quick mode: what CI runs. One torch/OpenMP thread per process: on a CPU
+# shared with other work, torch's spinning worker threads slow every test several times over.
 TEST_ENV := DQN_COURSE_QUICK=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 test: setup lint
-	$(TEST_ENV) $(PY) -m pytest tests --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(TEST_ENV) $(PY) -m pytest tests
 
 # ruff's settings and the import contracts (import-linter: which module may import which) are in pyproject.toml;
 # make test runs this first.
@@ -34,10 +35,15 @@ lint: setup
 	$(VENV)/bin/lint-imports --no-cache
 
 unit: setup
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests --deselect tests/test_notebooks_alone.py::test_the_notebook_runs_alone_in_a_fresh_copy_of_the_tree
 
+# The notebooks only, each alone in a fresh copy of the tree (in place: pytest --nbval notebooks)
 notebooks: setup
-	$(TEST_ENV) $(PY) -m pytest --nbval notebooks --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(TEST_ENV) $(PY) -m pytest tests/test_notebooks_alone.py
+
+# Every notebook's first code cell (Colab set-up) from its template and pyproject.toml's repository address
+colab-cells:
+	$(PYTHON) data/make_colab_cells.py
 
 # Re-execute notebooks in default mode, one at a time, on a quiet machine, recording each execution in
 # data/executions.json (refuses while another execution or other heavy work runs). `make execute NB="07 06b"` for some.

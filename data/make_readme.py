@@ -16,7 +16,8 @@ document holds which); each is written here from committed files only:
   ``storage``, ``million`` from ``data/bench/memory_ladder.json`` and ``data/bench/sampling.json``; ``per`` from
   ``data/bench/per.json``; ``throughput`` from ``data/bench/throughput*.json`` if recorded, else the CPU throughput
   runs of ``data/bench/refactor-before-after.json``; ``ray-scaling`` from ``data/bench/ray_scaling.json``;
-  ``update-stats`` from ``data/bench/update-stats-ab.jsonl``.
+  ``update-stats`` from ``data/bench/update-stats-ab.jsonl``; ``replay-state`` from ``data/bench/replay_state.json``
+  if recorded, else a one-line note.
 
 (``data/make_figures.py`` writes README's ``learning`` block from data/breakout-cpu/; it is not touched here.)
 The files are read, not imported: no heavy dependency loads, so ``make readme`` needs no set-up.
@@ -429,11 +430,58 @@ def update_stats_body(root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
+def _size(n: float) -> str:
+    """A file size in decimal units: ``87 MB``, ``7.10 GB``."""
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
+
+
+def _s(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f} s"
+
+
+def replay_state_body(root: Path = ROOT) -> str:
+    """The saved training state's size per replay storage and size (``data/bench/replay_state.json``, written by
+    ``benchmarks/replay_state.py``); a one-line note while none is recorded."""
+    path = root / "data" / "bench" / "replay_state.json"
+    if not path.is_file():
+        return ("Not recorded yet: `python benchmarks/replay_state.py` writes `data/bench/replay_state.json`, "
+                "and `make readme` then fills this table.")
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    s = doc["settings"]
+    read = ("each file read back with its pages dropped from the page cache first" if s.get("read_cold")
+            else "each file read back from the page cache (it could not be dropped there)")
+    lines = [f"`python {doc['command']}` ({_machine(doc['environment'])}; {s['seconds']:.0f} s; the `{s['preset']}` "
+             f"preset's memory and agent, filled from {s['play_pool']:,} frames of scripted play replayed cyclically; "
+             f"files on {s.get('filesystem') or 'an unknown filesystem'}, {read}):", "",
+             "| storage | transitions (stored) | state file | per stored transition | replay part, per transition | "
+             "networks + Adam | write | read | restore |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    measured = [r for r in doc["rows"] if "refused" not in r]
+    for r in doc["rows"]:
+        if "refused" in r:
+            lines.append(f"| `{r['storage']}` | {r['transitions']:,} | refused: {r['refused'].replace('|', '/')} "
+                         "| | | | | | |")
+            continue
+        replay = "—" if r.get("replay_bytes_per_transition") is None else f"{r['replay_bytes_per_transition']:,.0f} B"
+        fixed = "—" if r.get("fixed_bytes") is None else _size(r["fixed_bytes"])
+        lines.append(f"| `{r['storage']}` | {r['transitions']:,} ({r['stored']:,}) | {_size(r['file_bytes'])} | "
+                     f"{r['bytes_per_transition']:,.0f} B | {replay} | {fixed} | {_s(r['write_s'])} | "
+                     f"{_s(r.get('read_s'))} | {_s(r.get('restore_s'))} |")
+    checked = [r for r in measured if r.get("digest_matches") is not None]
+    if checked:
+        bad = [f"`{r['storage']}` at {r['transitions']:,}" for r in checked if not r["digest_matches"]]
+        lines += ["", ("Every file read back restored a memory that samples what the saved one did (same replay "
+                       "digest)." if not bad else f"Restored memories that do not sample what the saved one did: "
+                                                  f"{', '.join(bad)}.")]
+    lines += ["", f"A run keeps `keep_checkpoints` = {s['keep_checkpoints']} of these files and writes the next one "
+                  "before it deletes the oldest."]
+    return "\n".join(lines)
+
+
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "modules": modules_body, "curriculum": curriculum_body, "guard": guard_body, "ladder": ladder_body,
     "sampling": sampling_body, "sampling-capacity": sampling_capacity_body, "storage": storage_body,
     "million": million_body, "per": per_body, "throughput": throughput_body, "ray-scaling": ray_scaling_body,
-    "update-stats": update_stats_body,
+    "update-stats": update_stats_body, "replay-state": replay_state_body,
 }
 # Which document holds which blocks. README shows what the notebooks measured (their summary lines) and nothing that
 # a notebook measures again; the benchmark scripts' own runs (larger workloads, their own machine and date) are
@@ -441,7 +489,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
 DOCUMENTS: dict[str, tuple[str, ...]] = {
     "README.md": ("modules", "curriculum", "guard"),
     "benchmarks/README.md": ("ladder", "sampling", "sampling-capacity", "storage", "million", "per", "throughput",
-                             "ray-scaling", "update-stats"),
+                             "ray-scaling", "update-stats", "replay-state"),
 }
 
 

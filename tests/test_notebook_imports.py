@@ -20,8 +20,10 @@ from IPython.core.inputtransformer2 import TransformerManager
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-# The kernel a notebook runs in brings these (ipykernel depends on IPython), wherever the notebook runs.
+# The kernel a notebook runs in brings these (ipykernel depends on IPython), wherever the notebook runs; "google"
+# is Colab's own package (google.colab), which a notebook imports only when it runs there.
 KERNEL = {"IPython"}
+COLAB = {"google"}
 
 
 def canonical(name: str) -> str:
@@ -43,8 +45,10 @@ def declared(extras: set[str]) -> set[str]:
 
 
 def first_cell_extras(nb: dict) -> set[str]:
-    """The extras the notebook's first cell installs (``dqn-course[a,b]``), none if it installs the bare package."""
-    found = re.findall(r"dqn-course\[([^\]]*)\]", "".join(nb["cells"][0]["source"]))
+    """The extras the notebook's first code cell installs (``dqn-course[a,b]``), none if it installs the bare
+    package."""
+    first = next(cell for cell in nb["cells"] if cell["cell_type"] == "code")
+    found = re.findall(r"dqn-course\[([^\]]*)\]", "".join(first["source"]))
     return {e.strip() for group in found for e in group.split(",") if e.strip()}
 
 
@@ -74,7 +78,7 @@ def undeclared(nb: dict, providers: dict[str, list[str]] | None = None) -> list[
     allowed = declared(first_cell_extras(nb))
     missing = []
     for module in sorted(imported_modules(nb)):
-        if module in sys.stdlib_module_names or module == "dqn_course" or module in KERNEL:
+        if module in sys.stdlib_module_names or module == "dqn_course" or module in KERNEL | COLAB:
             continue
         dists = providers.get(module, [])
         if not any(canonical(d) in allowed for d in dists):
@@ -94,7 +98,7 @@ def _notebook(first: str, *cells: str) -> dict:
     return {"cells": [{"cell_type": "code", "source": source} for source in (first, *cells)]}
 
 
-FIRST = 'import sys\nif "google.colab" in sys.modules:\n    %pip install -q "dqn-course[compress] @ git+https://x"'
+FIRST = 'import sys\nif "google.colab" in sys.modules:\n    %pip install -q -e "/content/dqn-course[compress]"'
 
 
 def test_an_undeclared_import_is_found_and_magics_do_not_hide_imports():

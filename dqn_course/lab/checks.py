@@ -362,6 +362,16 @@ QUESTIONS = {
     "06b.fill_every_slot": ("b", "np.zeros pages cost no RSS until written, so an unfilled ring would look cheap",
                             {"a": "the arithmetic is the same either way; the RSS is not",
                              "c": "sampling works on a partly filled ring"}),
+    "07b.lost_runtime": ("b", "a lost runtime takes the process with it, unsaved; the next session resumes from the "
+                              "newest state file and plays the steps after it again",
+                         {"a": "a runtime that ends takes the training process with it: no signal, no save "
+                               "(--time-limit is how the run saves first)",
+                          "c": "any state file on Drive is a starting point, clean stop or not (09b resumed a run "
+                               "killed with SIGKILL)"}),
+    "07b.fast_state": ("c", "replay_on_device takes --replay-storage ram only: each state holds every raw frame",
+                       {"a": "it saves as often as breakout does: compare the files' size, not their number",
+                        "b": "the frames are copied to the host to be saved; the storage the preset allows decides "
+                             "the size"}),
     "07.eps_start": ("c", "a new network's greedy action means nothing yet; random actions gather varied experience",
                      {"a": "the replay stores whatever actions are taken, random or greedy",
                       "b": "ε is about which actions the agent takes, not about the loss"}),

@@ -1,0 +1,112 @@
+"""Notebook 07b's session loop: one training command to run again after every stop, until the run is finished.
+
+A Colab runtime ends without warning (an idle tab, the session's limit, a GPU taken back), and with it the
+machine's disk. A run that writes into a Google Drive folder and stops itself in time survives that:
+``session_command`` builds the training command for one session (``--resume`` once the folder holds a
+checkpoint, so the same cell starts the run and carries it on), ``run_session`` runs it with its output shown as
+it comes, and ``finished`` says when there is nothing left to run. They work on any folder; the notebook and
+``tests/test_colab.py`` use a local stand-in for Drive.
+"""
+from __future__ import annotations
+
+import codecs
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from dqn_course.checkpoint import checkpoint_step, list_checkpoints
+
+
+def on_colab() -> bool:
+    """True in a Colab runtime (its kernel has imported ``google.colab``)."""
+    return "google.colab" in sys.modules
+
+
+def latest_step(run_dir: str | Path) -> int | None:
+    """The agent step of the newest training state (``state-<step>.ckpt``) in ``run_dir``; None if none."""
+    saved = list_checkpoints(run_dir) if Path(run_dir).is_dir() else []
+    return checkpoint_step(saved[-1]) if saved else None
+
+
+def finished(run_dir: str | Path, total_steps: int) -> bool:
+    """True once ``run_dir`` holds the training state of step ``total_steps`` (a run saves it at its last step)."""
+    step = latest_step(run_dir)
+    return step is not None and step >= total_steps
+
+
+def session_command(preset: str, run_dir: str | Path, time_limit: float, *, cwd: str | Path = ".",
+                    replay_storage: str = "lz4", **overrides) -> list[str]:
+    """The command of one session: ``python -m dqn_course.train`` with ``--preset``, ``--out-dir run_dir``,
+    ``--time-limit`` (minutes), ``--replay-storage`` and ``--resume run_dir`` when it holds a checkpoint.
+
+    A relative ``run_dir`` is taken from ``cwd``, the folder the command will run in. ``overrides`` are further
+    ``Config`` fields (``total_steps=1500``), passed as ``--total-steps 1500``; every session of one run must give
+    the same ones. Raises ``ValueError`` for a time limit that is not positive: a session without one runs until
+    the runtime dies, and loses the steps since its last checkpoint.
+    """
+    if not time_limit > 0:
+        raise ValueError(f"time_limit must be > 0 minutes (a session must stop itself before Colab does), "
+                         f"got {time_limit!r}")
+    command = [sys.executable, "-m", "dqn_course.train", "--preset", preset, "--out-dir", str(run_dir),
+               "--time-limit", f"{time_limit:g}", "--replay-storage", replay_storage]
+    for name, value in overrides.items():
+        command += ["--" + name.replace("_", "-"), str(value).lower() if isinstance(value, bool) else str(value)]
+    if latest_step(Path(cwd) / run_dir) is not None:
+        command += ["--resume", str(run_dir)]
+    return command
+
+
+def run_session(command: list[str], cwd: str | Path = ".") -> int:
+    """Run ``command`` in ``cwd``, showing its output (stdout and stderr, progress bar included) as it comes, and
+    return its exit status. Interrupting the cell stops the run the clean way: it gets SIGINT, saves its state
+    and exits, and the interrupt is raised again once it has."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character may span two reads
+
+    def show_output() -> None:
+        for chunk in iter(lambda: proc.stdout.read1(4096), b""):
+            sys.stdout.write(decoder.decode(chunk))
+            sys.stdout.flush()
+
+    with subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+        try:
+            show_output()
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGINT)  # the run saves its state, prints its --resume command and exits
+            show_output()
+            raise
+    return proc.returncode
+
+
+PLAYERS = {"follow": "a scripted player that follows the ball", "random": "uniformly random actions"}
+STATE_SIZES = Path(__file__).resolve().parents[2] / "data" / "bench" / "replay_state.json"
+
+
+def recorded_state_sizes(path: str | Path = STATE_SIZES) -> tuple[dict[tuple[str, int], dict], str] | None:
+    """The training-state sizes ``benchmarks/replay_state.py`` recorded: ``({(storage, transitions): row}, how it
+    was measured)``, or None while the file is absent. Refused rows (a machine too small) are left out."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    rows = {(r["storage"], r["transitions"]): r for r in recorded["rows"] if "file_bytes" in r}
+    env, settings = recorded["environment"], recorded["settings"]
+    how = (f"data/bench/replay_state.json: `python {recorded['command']}` on {env['date'][:10]}, "
+           f"{env['cpu_count']}-core {env['cpu']}; the {settings['preset']} preset's replay filled with real "
+           f"Breakout frames ({PLAYERS.get(settings['policy'], settings['policy'])}), saved by the training run's "
+           "own writer")
+    return rows, how
+
+
+def plot_sessions(run_dir: str | Path, stops: list[int], title: str = ""):
+    """``playback.plot_run`` of ``run_dir`` with a dashed line at each step where a session stopped."""
+    from dqn_course.lab.playback import plot_run
+
+    fig = plot_run(run_dir, title)
+    for ax in fig.axes[:2]:
+        for i, step in enumerate(stops):
+            ax.axvline(step, color="tab:red", linestyle="--", linewidth=1,
+                       label="a session stopped, the next resumed" if i == 0 and ax is fig.axes[0] else None)
+    fig.axes[0].legend(loc="upper left", fontsize=8)
+    return fig
