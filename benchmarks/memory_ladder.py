@@ -11,14 +11,13 @@ never overwrites the measured results.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 from dqn_course import quick_mode
 from dqn_course.cleanup import exit_on_signals
-from dqn_course.lab.bench import environment_info, save_results
+from dqn_course.lab.bench import print_results, save_results
 from dqn_course.lab.ladder import default_transitions, format_table, plot_ladder, run_ladder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,14 +47,7 @@ def main() -> None:
     rows = run_ladder(args.transitions, with_tracemalloc=not args.no_tracemalloc,
                       progress=lambda m: print(m, file=sys.stderr))
     seconds = time.perf_counter() - t0
-    if args.json:
-        for row in rows:
-            print(json.dumps(row))
-    else:
-        print(format_table(rows))
-        env = environment_info()
-        print(f"\n{len(rows)} stages in {seconds:.0f} s on {env['cpu_count']} cores, "
-              f"{env['ram_total'] / 1024**3:.1f} GiB RAM; 1-min load average {env['load_avg_1min']}")
+    print_results(rows, args.json, lambda: format_table(rows), f"{len(rows)} stages", seconds)
     if rows_path:
         save_results(rows_path, rows, transitions=args.transitions or default_transitions(), quick=quick_mode(),
                      seconds=round(seconds, 1))

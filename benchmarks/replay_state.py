@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
-import json
 import os
 import sys
 import time
@@ -49,7 +48,7 @@ import torch
 from dqn_course import ConfigError, quick_mode
 from dqn_course.checkpoint import read_checkpoint, replay_digest, restore_training_state
 from dqn_course.cleanup import OwnedTempDir, exit_on_signals
-from dqn_course.lab.bench import FramePool, environment_info, play_frames, save_results, transitions
+from dqn_course.lab.bench import FramePool, play_frames, print_results, save_results, transitions
 from dqn_course.lab.stores import can_drop_page_cache, filesystem_type
 from dqn_course.profiling import InsufficientMemoryError, format_bytes
 from dqn_course.replay.stores import STORAGES, InsufficientDiskError, check_disk_space
@@ -276,15 +275,9 @@ def main() -> None:
                           f"({row['bytes_per_transition']:,.0f} B/transition)", file=sys.stderr)
                 rows.append(row)
     seconds = time.perf_counter() - t0
-    if args.json:
-        for row in rows:
-            print(json.dumps(row))
-    else:
-        print(format_table(rows))
-        env = environment_info()
-        read = "page cache dropped before each read" if cold else f"reads may be warm: {why}"
-        print(f"\n{len(rows)} rows in {seconds:.0f} s on {env['cpu_count']} cores; files on {fs or 'an unknown'} "
-              f"filesystem, {read}; 1-min load average {env['load_avg_1min']}")
+    read = "page cache dropped before each read" if cold else f"reads may be warm: {why}"
+    print_results(rows, args.json, lambda: format_table(rows), f"{len(rows)} rows", seconds,
+                  f"files on {fs or 'an unknown'} filesystem, {read}")
     out = args.out or (None if quick_mode() else ROOT / "data/bench/replay_state.json")
     if out:
         save_results(out, rows, preset=PRESET, storages=args.storages, sizes=sorted(args.sizes),

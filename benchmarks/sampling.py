@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import sys
 import time
@@ -37,7 +36,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core; set before numpy load
 
 from dqn_course import quick_mode  # noqa: E402
 from dqn_course.cleanup import OwnedTempDir, exit_on_signals  # noqa: E402
-from dqn_course.lab.bench import (FramePool, environment_info, fill, play_frames, sampling_rates,  # noqa: E402
+from dqn_course.lab.bench import (FramePool, print_results, fill, play_frames, sampling_rates,  # noqa: E402
                                   save_results)
 from dqn_course.profiling import measure_in_subprocess  # noqa: E402
 from dqn_course.replay import MEMORY_CLASSES  # noqa: E402
@@ -240,16 +239,11 @@ def main() -> None:
             million = measure_million(args.million, play, args.seconds)
     seconds = time.perf_counter() - t0
     all_rows = rows + storage_rows + codec_rows + ([million] if million else [])
-    if args.json:
-        for row in all_rows:
-            print(json.dumps(row))
-    else:
-        print(format_tables(rows, args.capacity))
-        print()
-        print(format_storage(storage_rows, codec_rows, million))
-        env = environment_info()
-        print(f"\n{len(rows)} measurements in {seconds:.0f} s on {env['cpu_count']} cores, "
-              f"{env['ram_total'] / 1024**3:.1f} GiB RAM; 1-min load average {env['load_avg_1min']}")
+
+    def tables() -> str:
+        return f"{format_tables(rows, args.capacity)}\n\n{format_storage(storage_rows, codec_rows, million)}"
+
+    print_results(all_rows, args.json, tables, f"{len(rows)} measurements", seconds)
     out = args.out or (None if quick_mode() else ROOT / "data/bench/sampling.json")
     if out:
         save_results(out, all_rows, capacity=args.capacity, sweep=sorted(args.sweep), batch_size=BATCH,

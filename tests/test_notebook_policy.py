@@ -44,6 +44,8 @@ def problems(nb: dict) -> list[str]:
             if CHATTER.search(source):
                 found.append(f"cell {i}: markdown talks about the test harness")
             continue
+        if first.startswith("# varies:") and "nbval-ignore-output" not in tags:
+            found.append(f"cell {i}: says its output varies but is not tagged nbval-ignore-output")
         if "nbval-ignore-output" in tags:
             if "answer" in tags:
                 if not first.startswith("# answer:"):
@@ -84,6 +86,7 @@ OUT = [{"output_type": "stream", "name": "stdout", "text": "7,056\n"}]
     (_cell("# answer: run this after\nm = 1", ["answer", "nbval-ignore-output"], OUT), "answer cell committed"),
     (_cell("# answer: run this after\nm = 1", ["answer"]), "must be tagged nbval-ignore-output"),
     (_cell("# Solution\ncheck(1)", ["solution"]), "solution cell without nbval-skip"),
+    (_cell("# varies: timing\nprint(t)", [], OUT), "not tagged nbval-ignore-output"),
     (_cell("print(1)", [], [{"output_type": "stream", "name": "stderr", "text": "\x1b[36mray\x1b[0m\n"}]),
      "colour codes"),
     (_cell("print(p)", [], [{"output_type": "stream", "name": "stdout", "text": "/work/main/.venv/lib\n"}]),

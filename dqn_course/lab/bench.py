@@ -241,6 +241,20 @@ def environment_info() -> dict:
             "numpy": np.__version__, "cpu": _cpu_model(), "load_avg_1min": load, **machine_summary()}
 
 
+def print_results(rows: list[dict], as_json: bool, tables: Callable[[], str], what: str, seconds: float,
+                  note: str = "") -> None:
+    """A benchmark's results on stdout: one JSON object per row (``as_json``), or ``tables()`` and then one line of
+    what ran, for how long, on which machine (cores, RAM, ``note``, the 1-minute load average)."""
+    if as_json:
+        for row in rows:
+            print(json.dumps(row))
+        return
+    print(tables())
+    env = environment_info()
+    print(f"\n{what} in {seconds:.0f} s on {env['cpu_count']} cores, {env['ram_total'] / 1024**3:.1f} GiB RAM; "
+          + (f"{note}; " if note else "") + f"1-min load average {env['load_avg_1min']}")
+
+
 def save_results(path: str | Path, rows: list[dict], **settings) -> Path:
     """Write rows with the command, settings and environment that produced them, as one JSON file."""
     path = Path(path)
