@@ -18,8 +18,11 @@ from pathlib import Path
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
+from _data_scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+COLAB_CELLS = load_script("make_colab_cells")  # what the first code cell is, as the script that writes it says
 # The kernel a notebook runs in brings these (ipykernel depends on IPython), wherever the notebook runs; "google"
 # is Colab's own package (google.colab), which a notebook imports only when it runs there.
 KERNEL = {"IPython"}
@@ -47,8 +50,7 @@ def declared(extras: set[str]) -> set[str]:
 def first_cell_extras(nb: dict) -> set[str]:
     """The extras the notebook's first code cell installs (``dqn-course[a,b]``), none if it installs the bare
     package."""
-    first = next(cell for cell in nb["cells"] if cell["cell_type"] == "code")
-    found = re.findall(r"dqn-course\[([^\]]*)\]", "".join(first["source"]))
+    found = re.findall(r"dqn-course\[([^\]]*)\]", "".join(COLAB_CELLS.first_code_cell(nb)["source"]))
     return {e.strip() for group in found for e in group.split(",") if e.strip()}
 
 

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from dqn_course.checkpoint import checkpoint_step, list_checkpoints
+from dqn_course.lab.playback import plot_run
 
 
 def on_colab() -> bool:
@@ -101,8 +102,6 @@ def recorded_state_sizes(path: str | Path = STATE_SIZES) -> tuple[dict[tuple[str
 
 def plot_sessions(run_dir: str | Path, stops: list[int], title: str = ""):
     """``playback.plot_run`` of ``run_dir`` with a dashed line at each step where a session stopped."""
-    from dqn_course.lab.playback import plot_run
-
     fig = plot_run(run_dir, title)
     for ax in fig.axes[:2]:
         for i, step in enumerate(stops):
