@@ -17,7 +17,7 @@ document holds which); each is written here from committed files only:
   ``data/bench/per.json``; ``throughput`` from ``data/bench/throughput*.json`` if recorded, else the CPU throughput
   runs of ``data/bench/refactor-before-after.json``; ``ray-scaling`` from ``data/bench/ray_scaling.json``;
   ``update-stats`` from ``data/bench/update-stats-ab.jsonl``; ``replay-state`` from ``data/bench/replay_state.json``
-  if recorded, else a one-line note.
+  if recorded, else a one-line note; ``update-capture`` from ``data/bench/update-capture*.json``.
 
 (``data/make_figures.py`` writes README's ``learning`` block from data/breakout-cpu/; it is not touched here.)
 The files are read, not imported: no heavy dependency loads, so ``make readme`` needs no set-up.
@@ -430,6 +430,29 @@ def update_stats_body(root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
+def update_capture_body(root: Path = ROOT) -> str:
+    """Updates/s of the update launched four ways, and the host's planning time per update, from each
+    ``data/bench/update-capture*.json`` (``benchmarks/update_capture.py --save``)."""
+    lines = []
+    for path in sorted((root / "data" / "bench").glob("update-capture*.json")):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        s = doc["settings"]
+        lines += [f"`{path.relative_to(root)}` ({_machine(doc['environment'])}; {s['gpu']}, torch "
+                  f"{s['torch_version']}, {doc['rows'][0]['updates']:,} timed updates per variant, a "
+                  f"{s['capacity']:,}-frame memory):", "",
+                  "| variant | updates/s | × eager | wall s (compile and capture included) |", "|---|---:|---:|---:|"]
+        eager = next(r["updates_per_s"] for r in doc["rows"] if r["variant"] == "eager")
+        for r in doc["rows"]:
+            if "updates_per_s" in r:
+                lines.append(f"| {r['variant']} | {r['updates_per_s']:,.0f} | {r['updates_per_s'] / eager:.2f}× | "
+                             f"{r['wall_s']:.1f} |")
+            else:
+                lines.append(f"| {r['variant']} | failed: {r['error']} | | |")
+        plan = next(r["plan_us_per_update"] for r in doc["rows"] if "plan_us_per_update" in r)
+        lines += ["", f"Planning one update on the host (`DeviceLearner.plan`): {plan:,.0f} µs.", ""]
+    return "\n".join(lines).rstrip() or "Not recorded yet."
+
+
 def _size(n: float) -> str:
     """A file size in decimal units: ``87 MB``, ``7.10 GB``."""
     return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
@@ -481,7 +504,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "modules": modules_body, "curriculum": curriculum_body, "guard": guard_body, "ladder": ladder_body,
     "sampling": sampling_body, "sampling-capacity": sampling_capacity_body, "storage": storage_body,
     "million": million_body, "per": per_body, "throughput": throughput_body, "ray-scaling": ray_scaling_body,
-    "update-stats": update_stats_body, "replay-state": replay_state_body,
+    "update-stats": update_stats_body, "replay-state": replay_state_body, "update-capture": update_capture_body,
 }
 # Which document holds which blocks. README shows what the notebooks measured (their summary lines) and nothing that
 # a notebook measures again; the benchmark scripts' own runs (larger workloads, their own machine and date) are
@@ -489,7 +512,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
 DOCUMENTS: dict[str, tuple[str, ...]] = {
     "README.md": ("modules", "curriculum", "guard"),
     "benchmarks/README.md": ("ladder", "sampling", "sampling-capacity", "storage", "million", "per", "throughput",
-                             "ray-scaling", "update-stats", "replay-state"),
+                             "ray-scaling", "update-stats", "replay-state", "update-capture"),
 }
 
 

@@ -1,0 +1,156 @@
+"""Updates per second of the fast path's DQN update, captured four ways, side by side in one run; and what the host
+spends planning one update.
+
+    python benchmarks/update_capture.py --device cuda --save data/bench/update-capture-gpu.json
+    python benchmarks/update_capture.py --device cpu              # eager only (graphs need CUDA); the plan timing
+
+The same update (gather from the device's frame bank, TD targets, Huber loss, backward, gradient-norm clipping,
+Adam) on the same memory of random frames, from the same weights, run ``--updates`` times after a warm-up, two
+updates per plan (8 envs, one update per 4 agent steps):
+
+- ``eager``:       ``DeviceLearner(graph=False)``: one launch per operator;
+- ``own-graph``:   ``DeviceLearner(graph=True)``: the course's own capture (warm-up on a side stream, snapshot and
+  restore, ``torch.cuda.graph``);
+- ``cudagraphmodule``: the same update function wrapped in tensordict's ``CudaGraphModule`` (LeanRL's way), Adam
+  with ``capturable=True``;
+- ``compile+cudagraphmodule``: that function through ``torch.compile`` first, then ``CudaGraphModule``.
+
+A variant that cannot run here (no CUDA, no tensordict, a capture error) is reported with its error, not hidden.
+``plan_us_per_update`` is the host's time to draw one update's slots, turn them into frame indices and start the
+upload (``DeviceLearner.plan``), measured alone.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+import torch
+
+from dqn_course.agent import DQNAgent, grad_norm, update_stats
+from dqn_course.lab.bench import save_results
+from dqn_course.learner import DeviceLearner
+from dqn_course.replay import MultiStreamMemory
+
+OBS = (4, 84, 84)
+PER_PLAN = 2  # updates due per vector step of 8 envs at one update per 4 agent steps
+
+
+def filled_memory(device: str, capacity: int, streams: int = 8, seed: int = 0) -> MultiStreamMemory:
+    """A memory with its frame bank on ``device``, filled to capacity with random frames in episodes of 500 steps."""
+    memory = MultiStreamMemory(capacity, streams, OBS, seed=seed, padding="repeat", device=device)
+    rng = np.random.default_rng(seed)
+    states = rng.integers(0, 256, (streams, *OBS), dtype=np.uint8)
+    for t in range(capacity // streams):
+        new = rng.integers(0, 256, (streams, 1, *OBS[1:]), dtype=np.uint8)
+        next_states = np.concatenate([states[:, 1:], new], axis=1)
+        ends = np.full(streams, t % 500 == 499)
+        memory.add_batch(states, rng.integers(0, 4, streams), rng.choice([-1.0, 0.0, 1.0], streams), next_states,
+                         dones=ends, episode_ends=ends)
+        states = next_states
+    memory.bank.flush()
+    return memory
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_learner(learner: DeviceLearner, updates: int, warmup: int) -> float:
+    """Updates/s of ``learner.learn(PER_PLAN)`` (planning included), after ``warmup`` updates."""
+    for _ in range(warmup // PER_PLAN):
+        learner.learn(PER_PLAN)
+    sync(learner.device.type)
+    t0 = time.perf_counter()
+    for _ in range(updates // PER_PLAN):
+        learner.learn(PER_PLAN)
+    sync(learner.device.type)
+    return updates // PER_PLAN * PER_PLAN / (time.perf_counter() - t0)
+
+
+def time_module(learner: DeviceLearner, compile_first: bool, updates: int, warmup: int) -> float:
+    """Updates/s of the learner's update as a plain function wrapped in tensordict's ``CudaGraphModule``."""
+    from tensordict.nn import CudaGraphModule
+
+    agent, bank = learner.agent, learner.frames
+    learner._capturable_adam(learner.device.type == "cuda")
+
+    def update(index, actions, rewards, dones):
+        frames = bank[index]
+        target = agent.td_targets(rewards, dones, frames[:, 1:], agent.q, agent.target, agent.gamma, agent.double)
+        q_values = agent.q(frames[:, :-1])
+        loss = agent.td_loss(q_values, actions, target)
+        agent.optimizer.zero_grad()
+        loss.backward()
+        norm = grad_norm(agent.q.parameters(), agent.max_grad_norm)
+        agent.optimizer.step()
+        return update_stats(loss, q_values, norm)
+
+    fn = torch.compile(update) if compile_first else update
+    wrapped = CudaGraphModule(fn, warmup=3)
+    sums = torch.zeros(3, device=learner.device)
+
+    def run(n: int) -> None:
+        for _ in range(n // PER_PLAN):
+            learner.memory.bank.flush()
+            for index, actions, rewards, dones in learner.plan(PER_PLAN):
+                sums.add_(wrapped(index, actions, rewards, dones))
+
+    run(warmup)
+    sync(learner.device.type)
+    t0 = time.perf_counter()
+    run(updates)
+    sync(learner.device.type)
+    return updates // PER_PLAN * PER_PLAN / (time.perf_counter() - t0)
+
+
+def plan_us(learner: DeviceLearner, rounds: int) -> float:
+    """Host microseconds per update of ``learner.plan`` (draw, window, upload), PER_PLAN updates at a time."""
+    learner.plan(PER_PLAN)
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        learner.plan(PER_PLAN)
+    return (time.perf_counter() - t0) / (rounds * PER_PLAN) * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--updates", type=int, default=None, help="timed updates per variant")
+    parser.add_argument("--capacity", type=int, default=100_000, help="frames in the memory")
+    parser.add_argument("--save", default="", help="also write the rows to this JSON file")
+    args = parser.parse_args()
+    device = args.device
+    updates = args.updates or (2_000 if device == "cuda" else 20)
+    memory = filled_memory(device, args.capacity)
+    variants = {"eager": None, "own-graph": None}
+    if device == "cuda":
+        variants.update({"cudagraphmodule": False, "compile+cudagraphmodule": True})
+    rows = []
+    for name, compile_first in variants.items():
+        agent = DQNAgent(4, device, seed=1)
+        learner = DeviceLearner(agent, memory, 32, graph=name == "own-graph" and device == "cuda")
+        row = {"variant": name, "device": device, "updates": updates}
+        t0 = time.perf_counter()
+        try:
+            if compile_first is None:
+                row["updates_per_s"] = time_learner(learner, updates, warmup=10)
+            else:
+                row["updates_per_s"] = time_module(learner, compile_first, updates, warmup=10)
+        except Exception as error:  # a variant this machine cannot run is a result too
+            row["error"] = f"{type(error).__name__}: {error}"[:500]
+        row["wall_s"] = time.perf_counter() - t0
+        if name == "eager":
+            row["plan_us_per_update"] = plan_us(learner, rounds=500)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if args.save:
+        gpu = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+        save_results(args.save, rows, device=device, gpu=gpu, capacity=args.capacity, per_plan=PER_PLAN,
+                     torch_version=torch.__version__)
+
+
+if __name__ == "__main__":
+    main()
