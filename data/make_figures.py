@@ -12,7 +12,8 @@ For every recorded run (``playback.recorded_runs``: data/breakout-cpu, data/brea
 * ``data/figures/learning_curve.png``: every run's evaluations and training games against random
   play, five times random, and the published scores at their step counts (``playback.plot_learning``);
 * ``data/figures/agent.gif``: the longest-trained run's policy (``checkpoint.pt``) playing one game;
-* README.md, between ``<!-- learning:begin -->`` and ``<!-- learning:end -->``: each run's committed policy as
+* README.md, between ``<!-- learning:begin -->`` and ``<!-- learning:end -->``: each run's committed policy (and
+  each of notebook 07c's loop, ``playback.capstone_runs``) as
   ``python -m dqn_course.evaluate`` measured it (``evaluation.json``, refused unless its SHA-256 is the committed
   ``checkpoint.pt``'s), then the published scores of ``data/published.json`` with their sources and protocols.
 """
@@ -65,14 +66,16 @@ def checked_evaluation(run_dir: Path) -> dict:
     return result
 
 
-def readme_block(runs: list[Path]) -> str:
+def readme_block(runs: list[Path], loop_runs: list[Path] = ()) -> str:
     """The README's learning tables: each run's committed policy as ``dqn_course.evaluate`` measured it (fresh seeds,
-    random play on the same games), then the published scores of ``data/published.json`` with their sources."""
-    lines = [BEGIN, "| run | policy saved at agent step | score, fresh games (ε = 0.05) | random play, same games | "
-             "ratio |", "|---|---|---|---|---|"]
-    for run_dir in runs:
+    random play on the same games), the library's ``train()`` runs then notebook 07c's loop's (``loop_runs``), then
+    the published scores of ``data/published.json`` with their sources."""
+    lines = [BEGIN, "| run | trained by | policy saved at agent step | score, fresh games (ε = 0.05) | random play, "
+             "same games | ratio |", "|---|---|---|---|---|---|"]
+    for run_dir in [*runs, *loop_runs]:
         e = checked_evaluation(run_dir)
-        lines.append(f"| [`data/{run_dir.name}`](data/{run_dir.name}/README.md) | {e['step']:,} | "
+        who = "notebook 07c's loop" if run_dir in loop_runs else "`train()`"
+        lines.append(f"| [`data/{run_dir.name}`](data/{run_dir.name}/README.md) | {who} | {e['step']:,} | "
                      f"{e['policy']['mean']:.1f} ± {e['policy']['std']:.1f} ({e['policy']['games']} games, seed "
                      f"{e['protocol']['seed']:,}) | {e['random']['mean']:.2f} ± {e['random']['std']:.2f} | "
                      f"**{e['ratio']:.1f}×** |")
@@ -109,9 +112,10 @@ def main() -> None:
     runs = [r for r in playback.recorded_runs() if (r / "eval.csv").is_file() and (r / "checkpoint.pt").is_file()]
     if not runs:
         raise SystemExit("no recorded run with eval.csv and checkpoint.pt under data/")
+    loop_runs = playback.capstone_runs()
     if args.check:
         text = README.read_text()
-        if text[slice(*block_span(text))] != readme_block(runs):
+        if text[slice(*block_span(text))] != readme_block(runs, loop_runs):
             raise SystemExit("README.md's learning table differs from data/: run python data/make_figures.py")
         print("README.md's learning table matches data/")
         return
@@ -127,7 +131,7 @@ def main() -> None:
     game = playback.play_episode(agent, epsilon=0.05, max_steps=args.gif_steps, seed=0)
     playback.save_gif(game.frames, FIGURES / "agent.gif")
     print(f"agent.gif: data/{runs[0].name} at step {info['step']:,}, {game.score:.0f} points in {game.steps} steps")
-    print("README.md " + ("updated" if write_readme_block(readme_block(runs)) else "unchanged"))
+    print("README.md " + ("updated" if write_readme_block(readme_block(runs, loop_runs)) else "unchanged"))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ document holds which); each is written here from committed files only:
   ``data/bench/per.json``; ``throughput`` from ``data/bench/throughput*.json`` if recorded, else the CPU throughput
   runs of ``data/bench/refactor-before-after.json``; ``ray-scaling`` from ``data/bench/ray_scaling.json``;
   ``update-stats`` from ``data/bench/update-stats-ab.jsonl``; ``replay-state`` from ``data/bench/replay_state.json``
-  if recorded, else a one-line note; ``update-capture`` from ``data/bench/update-capture*.json``.
+  if recorded, else a one-line note; ``update-capture`` from ``data/bench/update-capture*.json``; ``capstone-loop``
+  from ``data/bench/capstone-loop.json``.
 
 (``data/make_figures.py`` writes README's ``learning`` block from data/breakout-cpu/; it is not touched here.)
 The files are read, not imported: no heavy dependency loads, so ``make readme`` needs no set-up.
@@ -453,6 +454,24 @@ def update_capture_body(root: Path = ROOT) -> str:
     return "\n".join(lines).rstrip() or "Not recorded yet."
 
 
+def capstone_loop_body(root: Path = ROOT) -> str:
+    """Agent steps/s of notebook 07c's worked loop beside ``train()``, per round (``data/bench/capstone-loop.json``,
+    written by ``benchmarks/capstone_loop.py --save``)."""
+    path = root / "data" / "bench" / "capstone-loop.json"
+    if not path.is_file():
+        return "Not recorded yet: `python benchmarks/capstone_loop.py --save data/bench/capstone-loop.json`."
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    s = doc["settings"]
+    lines = [f"`python {doc['command']}` ({_machine(doc['environment'])}; the {s['preset']} problem, learning from "
+             f"step {s['warmup']:,} to {s['warmup'] + s['window']:,}, a {s['buffer_size']:,}-frame replay, "
+             f"{s['torch_threads']} torch threads):", "",
+             "| round | `train()`, agent steps/s | 07c's loop, agent steps/s | loop / train |", "|---:|---:|---:|---:|"]
+    by = {(r["round"], r["which"]): r["steps_per_s"] for r in doc["rows"]}
+    for k, ratio in enumerate(s["ratio_loop_over_train"], 1):
+        lines.append(f"| {k} | {by[k, 'train']:,.1f} | {by[k, 'loop']:,.1f} | {ratio:.3f} |")
+    return "\n".join(lines)
+
+
 def _size(n: float) -> str:
     """A file size in decimal units: ``87 MB``, ``7.10 GB``."""
     return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
@@ -505,6 +524,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "sampling": sampling_body, "sampling-capacity": sampling_capacity_body, "storage": storage_body,
     "million": million_body, "per": per_body, "throughput": throughput_body, "ray-scaling": ray_scaling_body,
     "update-stats": update_stats_body, "replay-state": replay_state_body, "update-capture": update_capture_body,
+    "capstone-loop": capstone_loop_body,
 }
 # Which document holds which blocks. README shows what the notebooks measured (their summary lines) and nothing that
 # a notebook measures again; the benchmark scripts' own runs (larger workloads, their own machine and date) are
@@ -512,7 +532,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
 DOCUMENTS: dict[str, tuple[str, ...]] = {
     "README.md": ("modules", "curriculum", "guard"),
     "benchmarks/README.md": ("ladder", "sampling", "sampling-capacity", "storage", "million", "per", "throughput",
-                             "ray-scaling", "update-stats", "replay-state", "update-capture"),
+                             "ray-scaling", "update-stats", "replay-state", "update-capture", "capstone-loop"),
 }
 
 

@@ -516,19 +516,22 @@ class GameLog:
         self.returns += rewards * real
         self.lengths += real
         for i in np.flatnonzero(real & ended):
-            now = time.perf_counter()
-            self.last.append(float(self.returns[i]))
-            self.counters["episodes"] += 1
-            stats = diagnostics() or {}
-            row = {"step": step, "episode_return": self.last[-1], "episode_length": int(self.lengths[i]),
-                   **{k: _blank_if_none(_significant(stats.get(k))) for k in UPDATE_STATS}, "epsilon": round(eps, 4),
-                   "replay_size": replay_size, "rss_mb": round(rss_bytes() / 2**20, 1),
-                   "steps_per_s": round((step - self.last_step) / (now - self.last_t), 1)}
-            self.log.write(**row)
-            if self.scalars is not None:
-                self.scalars.write(row)
-            self.last_t, self.last_step = now, step
+            self.game(step, float(self.returns[i]), int(self.lengths[i]), eps, diagnostics() or {}, replay_size)
             self.returns[i], self.lengths[i] = 0, 0
+
+    def game(self, step: int, score: float, length: int, eps: float, stats: dict, replay_size: int) -> None:
+        """Log one finished game: its row of ``log.csv`` (``stats``: the updates' means, empty before the first)."""
+        now = time.perf_counter()
+        self.last.append(score)
+        self.counters["episodes"] += 1
+        row = {"step": step, "episode_return": score, "episode_length": length,
+               **{k: _blank_if_none(_significant(stats.get(k))) for k in UPDATE_STATS}, "epsilon": round(eps, 4),
+               "replay_size": replay_size, "rss_mb": round(rss_bytes() / 2**20, 1),
+               "steps_per_s": round((step - self.last_step) / max(now - self.last_t, 1e-9), 1)}
+        self.log.write(**row)
+        if self.scalars is not None:
+            self.scalars.write(row)
+        self.last_t, self.last_step = now, step
 
 
 class TensorBoardScalars:

@@ -28,7 +28,7 @@ def test_the_headline_is_the_committed_policy_measured_on_fresh_games():
     from dqn_course.lab import playback
 
     make_figures = load_script("make_figures")
-    for run in playback.recorded_runs():
+    for run in playback.recorded_runs() + playback.capstone_runs():
         result = make_figures.checked_evaluation(run)
         assert result["policy"]["games"] >= 30 and result["random"]["games"] == result["policy"]["games"]
         low, high = run_seeds(playback.run_config(run).__dict__)

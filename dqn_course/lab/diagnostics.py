@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dqn_course import check_arg
 from dqn_course.lab import checks
 from dqn_course.lab.playback import moving_average, read_log, recorded_runs
 
@@ -105,15 +106,21 @@ PANELS = (("episode_return", "training game score", False),
 SMOOTHED = ("episode_return", "loss", "q_max", "grad_norm")
 
 
-def plot_diagnostics(runs: dict[str, str | Path | dict], title: str = "", window: int = 20):
+def plot_diagnostics(runs: dict[str, str | Path | dict], title: str = "", window: int = 20,
+                     max_step: int | None = None):
     """A ``matplotlib.figure.Figure`` of what ``log.csv`` records, against the agent step, one line per run (label ->
     run folder or ``train.train`` summary): score, TD loss, mean max-Q, gradient norm before clipping, ε and the
     replay's fill (RSS on a second axis). Score, loss, max-Q and gradient norm are smoothed over ``window`` games.
-    A run whose log lacks a column (one recorded before it was logged) is left out of that panel."""
+    A run whose log lacks a column (one recorded before it was logged) is left out of that panel. ``max_step``: only
+    the games logged up to that step (a long run drawn beside short ones)."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter
 
+    if max_step is not None:
+        check_arg("max_step", max_step, integer=True, low=1)
     logs = {label: read_log(_folder(run) / "log.csv") for label, run in runs.items()}
+    if max_step is not None:
+        logs = {label: {k: v[log["step"] <= max_step] for k, v in log.items()} for label, log in logs.items()}
     fig = Figure(figsize=(11, 6.4), layout="constrained")
     axes = fig.subplots(2, 3).ravel()
     for ax, (column, label, log_scale) in zip(axes, PANELS):

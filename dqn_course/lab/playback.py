@@ -36,6 +36,8 @@ DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 # stopped at 40% of it).
 RECORDED_RUN_NAMES = ("breakout-gpu-10m", "breakout-gpu", "breakout-fast", "breakout", "breakout-cpu-seed2",
                       "breakout-cpu-seed3", "breakout-cpu")
+# Runs of notebook 07c's worked loop (the learner's own loop, not train()) on the breakout-cpu problem.
+CAPSTONE_RUN_NAMES = ("capstone-seed1", "capstone-seed2")
 # Published Breakout scores with their sources and protocols (random play, Atari-100k methods, Dopamine, CleanRL).
 PUBLISHED = DATA_DIR / "published.json"
 
@@ -60,6 +62,12 @@ def recorded_runs(data_dir: str | Path | None = None) -> list[Path]:
     """The folders of ``RECORDED_RUN_NAMES`` under ``data/`` that hold a ``log.csv``, in that order."""
     root = Path(data_dir) if data_dir is not None else DATA_DIR
     return [root / name for name in RECORDED_RUN_NAMES if (root / name / "log.csv").is_file()]
+
+
+def capstone_runs(data_dir: str | Path | None = None) -> list[Path]:
+    """The folders of ``CAPSTONE_RUN_NAMES`` under ``data/`` that hold a ``log.csv``, in that order."""
+    root = Path(data_dir) if data_dir is not None else DATA_DIR
+    return [root / name for name in CAPSTONE_RUN_NAMES if (root / name / "log.csv").is_file()]
 
 
 def run_config(run_dir: str | Path):

@@ -1,0 +1,291 @@
+"""The capstone's pieces (notebook 07c): what a learner's own DQN loop calls to log, evaluate, save and resume.
+
+Not the loop: the learner writes that (acting, storing, sampling, targets, loss, the optimiser step, the target
+sync). ``Run`` is the run folder, laid out as ``python -m dqn_course.train`` lays out its own, so every tool that
+reads a training run reads the learner's too (``dqn_course.evaluate``, ``lab.diagnostics.plot_diagnostics``,
+``lab.checks.check_capstone``):
+
+- ``log.csv``: one row per finished game (``train.LOG_FIELDS``: score, length, the mean loss, max-Q and gradient
+  norm of the updates since the last row, ε, replay fill, RSS, steps/s);
+- ``eval.csv`` and ``checkpoint.pt``: each evaluation's scores and the policy it measured;
+- ``state-<step>.ckpt``: the whole training state (both networks, Adam, the replay memory, the ε generator, the
+  counters), written every ``save_minutes`` and at the end, so a kernel restart loses minutes, not the hour.
+
+Invariant: the rows of ``log.csv`` and ``eval.csv`` never go past the step of the newest state a resume loads
+(``Run.resume`` drops the rows of a timeline it abandons).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from dqn_course import check_arg, quick_mode
+from dqn_course.agent import DQNAgent, batch_to_tensors, update_stats
+from dqn_course.checkpoint import (CheckpointError, latest_checkpoint, list_checkpoints, restore_training_state)
+from dqn_course.learner import UpdateStats
+from dqn_course.replay.base import Batch
+from dqn_course.train import (LOG_FIELDS, PRESETS, RESUME_FIXED, Config, CsvLog, GameLog, evaluate_and_log,
+                              save_checkpoint, save_training_state)
+
+PRESET = "breakout-cpu"  # the learning problem the capstone's loop runs: the library's laptop preset
+# A smoke run of a few hundred steps. ε falls over all of it, so the first games are played mostly at random and end
+# (an untrained greedy policy can stall a game by never pressing FIRE after a lost life).
+QUICK_SIZES = dict(total_steps=600, buffer_size=2_000, learning_starts=200, target_sync_every=100, eps_fraction=1.0,
+                   eval_every=300, eval_episodes=1, eval_max_steps=200)
+
+
+def settings(quick: bool | None = None, **changes) -> Config:
+    """The ``breakout-cpu`` preset (``quick``: shrunk to a smoke run of a few hundred steps; None: as
+    ``DQN_COURSE_QUICK`` says), with ``changes`` applied and checked (``ConfigError`` names a bad field)."""
+    cfg = dataclasses.replace(PRESETS[PRESET], out_dir="runs/my-dqn", progress=False,
+                              **(QUICK_SIZES if (quick_mode() if quick is None else quick) else {}))
+    cfg = dataclasses.replace(cfg, **changes)
+    cfg.validate()
+    return cfg
+
+
+def to_tensors(batch: Batch, device: torch.device | str) -> SimpleNamespace:
+    """A sampled batch on ``device`` as ``.states``, ``.actions``, ``.rewards``, ``.next_states``, ``.dones``
+    (frames stay uint8; rewards and dones float, actions int64), the shapes and dtypes ``td_targets`` and
+    ``td_loss`` take."""
+    if not isinstance(batch, Batch):
+        raise TypeError(f"to_tensors takes the Batch a replay memory's sample() returns, got {type(batch).__name__}")
+    t = batch_to_tensors(batch, torch.device(device))
+    return SimpleNamespace(states=t["states"], actions=t["actions"].long(), rewards=t["rewards"].float(),
+                           next_states=t["next_states"], dones=t["dones"].float())
+
+
+def learner_rule(td_targets=None, td_loss=None, epsilon_schedule=None) -> tuple:
+    """``(td_targets, td_loss, epsilon_schedule)`` for the loop: each of the learner's that passes its check
+    (``checks.check_td_targets`` ...), the library's for the others; prints one line per function saying which."""
+    from dqn_course.agent import td_loss as library_loss
+    from dqn_course.agent import td_targets as library_targets
+    from dqn_course.lab.diagnostics import verdict
+    from dqn_course.train import linear_epsilon
+
+    chosen = []
+    for name, label, fn, library in (("targets", "td_targets", td_targets, library_targets),
+                                     ("loss", "td_loss", td_loss, library_loss),
+                                     ("epsilon", "epsilon_schedule", epsilon_schedule, linear_epsilon)):
+        why = verdict(name, fn)
+        chosen.append(fn if why is None else library)
+        source = "yours" if why is None else f"the library's: yours is {why}"
+        print(f"{label:<17} {source}")
+    return tuple(chosen)
+
+
+def learner_loop(my_dqn):
+    """The learner's loop when it passes ``checks.check_capstone_loop`` (run quietly), else the worked loop
+    (``capstone_solution.dqn_loop``); prints which."""
+    import contextlib
+    import io
+
+    from dqn_course.lab import checks
+    from dqn_course.lab.capstone_solution import dqn_loop
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            passed = my_dqn is not None and checks.check_capstone_loop(my_dqn)
+    except AssertionError as e:
+        print(f"the worked loop: yours fails its check ({str(e).splitlines()[0]})")
+        return dqn_loop
+    print("your loop" if passed else "the worked loop: yours is not written yet")
+    return my_dqn if passed else dqn_loop
+
+
+class Run:
+    """A learner's run folder (``folder``) for the settings ``cfg``: logs, evaluations, saves and resumes.
+
+    Call ``resume`` once, after building the networks, optimiser, memory and ε generator: it loads the newest saved
+    state into them (nothing when there is none) and returns the step to carry on from. Then, in the loop:
+    ``updated`` after each gradient step, ``game_over`` when a game ends, ``evaluate`` every ``cfg.eval_every``
+    steps, ``save`` when ``save_due()`` says so and at the end, ``close`` last. Raises ``CheckpointError`` when the
+    folder's state was saved with other fixed settings (``train.RESUME_FIXED``) or does not fit what was built.
+    """
+
+    def __init__(self, folder: str | Path, cfg: Config, save_minutes: float = 5.0):
+        if not isinstance(cfg, Config):
+            raise TypeError(f"Run(folder, cfg): cfg must be a train.Config (capstone.settings() makes one), "
+                            f"got {type(cfg).__name__}")
+        check_arg("save_minutes", save_minutes, low=0.0)
+        cfg.validate()
+        self.folder, self.cfg, self.save_minutes = Path(folder), cfg, float(save_minutes)
+        self.counters = {"step": 0, "updates": 0, "episodes": 0}
+        self.stats: UpdateStats | None = None
+        self._games: GameLog | None = None
+        self._evals: CsvLog | None = None
+        self._saved_at = time.monotonic()
+
+    def _parts(self, q, target, optimizer, rng) -> SimpleNamespace:
+        if not (isinstance(q, torch.nn.Module) and isinstance(target, torch.nn.Module)):
+            raise TypeError("q and target must be the online and target networks (torch.nn.Module)")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be the loop's numpy Generator (np.random.default_rng), got {type(rng).__name__}")
+        return SimpleNamespace(q=q, target=target, optimizer=optimizer, rng=rng)
+
+    def resume(self, q, target, optimizer, memory, rng: np.random.Generator) -> int:
+        """Load the newest good ``state-<step>.ckpt`` of the folder into these objects; returns its step (0 when the
+        folder holds none: a fresh run, with fresh logs)."""
+        parts = self._parts(q, target, optimizer, rng)
+        step = None
+        if self.folder.is_dir() and list_checkpoints(self.folder):
+            arrays, meta, path = latest_checkpoint(self.folder)
+            saved = meta["config"]
+            changed = [f"{k}: saved {saved.get(k)!r}, now {getattr(self.cfg, k)!r}" for k in RESUME_FIXED
+                       if saved.get(k) != getattr(self.cfg, k)]
+            if changed:
+                raise CheckpointError(f"cannot carry on {path} with other settings: " + "; ".join(changed)
+                                      + " (use another folder for a new run)")
+            self.counters = restore_training_state(arrays, meta, parts, memory)
+            memory.end_episode()  # the game restarts: the next transition begins a new episode
+            step = self.counters["step"]
+        self.folder.mkdir(parents=True, exist_ok=True)
+        device = next(q.parameters()).device
+        self.stats = UpdateStats(device)
+        self._games = GameLog(CsvLog(self.folder / "log.csv", LOG_FIELDS, step), 1, step or 0, self.counters)
+        self._evals = CsvLog(self.folder / "eval.csv", ["step", "mean_return", "std_return", "episodes"], step)
+        self._saved_at = time.monotonic()
+        return step or 0
+
+    def _started(self) -> None:
+        if self.stats is None:
+            raise RuntimeError("call run.resume(q, target, optimizer, memory, rng) once before the loop")
+
+    def updated(self, loss: torch.Tensor, q_values: torch.Tensor, grad_norm: torch.Tensor) -> None:
+        """Count one gradient update: its loss, the Q-values of the sampled states (B, n_actions) and the gradient
+        norm before clipping (what ``clip_grad_norm_`` returns). Summed on the device; read when a row is logged."""
+        self._started()
+        for name, value in (("loss", loss), ("q_values", q_values), ("grad_norm", grad_norm)):
+            if not torch.is_tensor(value):
+                raise TypeError(f"updated(): {name} must be a tensor, got {type(value).__name__}")
+        if q_values.dim() != 2:
+            raise ValueError(f"updated(): q_values must be (batch, n_actions), got shape {tuple(q_values.shape)}")
+        self.stats.add(update_stats(loss.reshape(()), q_values, grad_norm.reshape(())))
+        self.counters["updates"] += 1
+
+    def game_over(self, step: int, score: float, length: int, epsilon: float, replay_size: int) -> None:
+        """Log one finished game (unclipped ``score``, ``length`` in agent steps) at ``step`` with the ε it was
+        played with and the transitions in the memory."""
+        self._started()
+        check_arg("step", step, integer=True, low=0)
+        check_arg("length", length, integer=True, low=1)
+        check_arg("epsilon", epsilon, low=0.0, high=1.0)
+        check_arg("replay_size", replay_size, integer=True, low=0)
+        check_arg("score", score)
+        self._games.game(step, float(score), length, float(epsilon), self.stats.mean() or {}, replay_size)
+
+    def evaluate(self, step: int, q: torch.nn.Module) -> float:
+        """Play ``cfg.eval_episodes`` games with ``q`` (ε = ``cfg.eval_epsilon``, the run's evaluation seeds), write
+        the row of ``eval.csv`` and the policy to ``checkpoint.pt``; returns the mean score."""
+        self._started()
+        check_arg("step", step, integer=True, low=0)
+        first = next(q.parameters())
+        agent = DQNAgent(q.net[-1].out_features, first.device, seed=self.cfg.seed)
+        agent.q.load_state_dict(q.state_dict())
+        was_training = q.training
+        returns = evaluate_and_log(agent, self.cfg, self._evals, step)
+        save_checkpoint(self.folder / "checkpoint.pt", agent, self.cfg, step, returns)
+        q.train(was_training)
+        return float(np.mean(returns))
+
+    def save_due(self) -> bool:
+        """Whether ``save_minutes`` have passed since the last save (or the resume)."""
+        return time.monotonic() - self._saved_at >= self.save_minutes * 60
+
+    def save(self, step: int, q, target, optimizer, memory, rng: np.random.Generator) -> Path:
+        """Write the whole training state at ``step`` (``state-<step>.ckpt``, atomically; the older ones but one
+        go); returns its path."""
+        self._started()
+        check_arg("step", step, integer=True, low=0)
+        self.counters["step"] = step
+        path = save_training_state(self.folder, self._parts(q, target, optimizer, rng), memory, self.cfg,
+                                   self.counters)
+        self._saved_at = time.monotonic()
+        return path
+
+    def close(self) -> None:
+        """Close the log files (the loop's last call)."""
+        for log in (self._games.log if self._games else None, self._evals):
+            if log is not None:
+                log.close()
+
+
+# -- the gate: does the learner's run pass, and if not, why not? -----------------------------------------------------
+
+GATE_SCORE = 15.0  # mean unclipped score on 30 fresh games (ε = 0.05): about 10x random play
+GATE_GAMES = 30
+LEARNING_FIELDS = ("total_steps", "buffer_size", "lr", "gamma", "batch_size", "target_sync_every", "eps_start",
+                   "eps_end", "eps_fraction", "learning_starts", "train_every", "double", "max_grad_norm")
+
+
+def diagnose(folder: str | Path, config: dict, policy_step: int) -> list[str]:
+    """The likely causes of a run that did not learn, read from its ``log.csv`` and the settings its policy file
+    saved (``config``), most basic first; empty when the log shows none of them."""
+    from dqn_course.lab.playback import read_log
+
+    preset = PRESETS[PRESET]
+    causes = []
+    changed = [f"{k} {config.get(k)!r} (the preset's: {getattr(preset, k)!r})" for k in LEARNING_FIELDS
+               if config.get(k) != getattr(preset, k)]
+    if changed:
+        causes.append(f"the wrong preset: it trained with other settings than {PRESET}: " + ", ".join(changed)
+                      + ". The gate is for the breakout-cpu learning problem (capstone.settings())")
+    total = int(config.get("total_steps", preset.total_steps))
+    if policy_step < total:
+        causes.append(f"stopped too early: its policy is from step {policy_step:,} of {total:,}. Run the loop again "
+                      "with the same folder: it carries on from its last save (section 'Saving and carrying on')")
+    log_path = Path(folder) / "log.csv"
+    log = read_log(log_path) if log_path.is_file() else {}
+    if not log or not len(log.get("step", [])):
+        return causes + ["log.csv holds no finished game: call run.game_over(...) when a game ends"]
+    loss, q_max, eps, steps = log["loss"], log["q_max"], log["epsilon"], log["step"]
+    learned = ~np.isnan(loss)
+    if not learned.any():
+        return causes + ["no gradient update was logged: learning never started (is learning_starts reached? is "
+                         "run.updated(...) called after each update?)"]
+    decay_steps = max(1, int(config.get("eps_fraction", preset.eps_fraction) * total))
+    start, end = config.get("eps_start", preset.eps_start), config.get("eps_end", preset.eps_end)
+    late = steps >= decay_steps
+    if late.any() and np.min(eps[late]) > end + 0.5 * (start - end):
+        causes.append(f"ε never decayed: it was still {np.min(eps[late]):.2f} after step {decay_steps:,}, where the "
+                      f"schedule reaches its floor {end}, so the agent kept acting at random (notebook 07, the ε "
+                      "schedule)")
+    bound = 1 / (1 - config.get("gamma", preset.gamma))
+    if np.nanmax(q_max) > bound:
+        causes.append(f"max-Q diverging: the mean max-Q of the sampled states reached {np.nanmax(q_max):,.4g}, above "
+                      f"1 / (1 - γ) = {bound:.0f}, the largest discounted return of rewards clipped to 1 (notebook 07, "
+                      "reading a run's diagnostics; notebook 06 on the target, (1 - done) and the target network)")
+    recent = loss[learned][-max(1, learned.sum() // 2):]
+    if np.nanmedian(np.abs(recent)) < 1e-6:
+        causes.append("the loss is flat at zero: each prediction equals its target, so no gradient teaches anything "
+                      "(notebook 06: what the target is computed from, and what the loss compares)")
+    return causes
+
+
+def gate_verdict(folder: str | Path, result: dict) -> tuple[bool, str]:
+    """Whether an evaluation ``result`` (``dqn_course.evaluate.evaluate``'s) passes the gate, and the message: the
+    score, random play on the same games and their ratio, and when it fails, the likely causes (``diagnose``)."""
+    policy, random = result["policy"], result["random"]
+    ratio = f"{result['ratio']:.1f}x random" if result.get("ratio") else "random play scored 0"
+    head = (f"{policy['mean']:.1f} ± {policy['std']:.1f} over {policy['games']} fresh games (ε = "
+            f"{result['protocol']['epsilon']}), random play {random['mean']:.2f} on the same games: {ratio}")
+    if policy["mean"] >= GATE_SCORE and policy["games"] >= GATE_GAMES:
+        return True, f"your DQN learned Breakout: {head}, at or above the gate's {GATE_SCORE:g}"
+    from dqn_course.evaluate import POLICY_FILE, load_policy
+
+    file = Path(result["file"])  # as evaluated; from another working folder, the run folder's own policy
+    _, info = load_policy(file if file.is_file() else Path(folder) / POLICY_FILE)
+    causes = diagnose(folder, info["config"], info["step"])
+    if policy["games"] < GATE_GAMES:
+        causes.insert(0, f"only {policy['games']} games were played: the gate plays {GATE_GAMES}")
+    why = ("\n".join(f"  - {c}" for c in causes) if causes else
+           "  - its log shows none of the usual causes: compare its diagnostics with the recorded runs' (section "
+           "'When it does not learn')")
+    return False, f"not yet: {head}, below the gate's {GATE_SCORE:g}. Likely causes, from its log:\n{why}"

@@ -1,0 +1,349 @@
+"""Notebook 07c's capstone: the pieces (``lab.capstone.Run``), the worked loop (an interrupted run carries on from its
+save), the gate (``checks.check_capstone``; planted bad runs show each likely cause) and the failure gallery."""
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from dqn_course.agent import td_targets
+from dqn_course.checkpoint import CheckpointError, list_checkpoints
+from dqn_course.lab import capstone, capstone_gallery, checks
+from dqn_course.lab.capstone import GATE_SCORE, Run, diagnose, gate_verdict, settings, to_tensors
+from dqn_course.lab.capstone_solution import dqn_loop
+from dqn_course.networks import NatureCNN
+from dqn_course.replay import FrameSharingMemory
+from dqn_course.train import LOG_FIELDS, PRESETS, save_checkpoint
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture
+def quick():
+    return settings(quick=True, seed=3)
+
+
+def parts(cfg):
+    q = NatureCNN(4)
+    return q, copy.deepcopy(q), torch.optim.Adam(q.parameters(), lr=cfg.lr), FrameSharingMemory(
+        cfg.buffer_size, seed=cfg.seed), np.random.default_rng(cfg.seed)
+
+
+# -- settings and pieces ----------------------------------------------------------------------------------------
+
+def test_settings_are_the_breakout_cpu_learning_problem_and_quick_only_shrinks_sizes():
+    full, small = settings(quick=False), settings(quick=True)
+    preset = PRESETS["breakout-cpu"]
+    for name in ("lr", "gamma", "batch_size", "train_every", "max_grad_norm", "double", "eps_start", "eps_end"):
+        assert getattr(full, name) == getattr(small, name) == getattr(preset, name)
+    assert (full.total_steps, full.buffer_size, full.learning_starts) == (500_000, 100_000, 20_000)
+    assert small.total_steps < 1_000
+    with pytest.raises(Exception, match="lr"):
+        settings(quick=True, lr=-1.0)
+
+
+def test_to_tensors_gives_the_dtypes_the_rule_takes():
+    memory = FrameSharingMemory(100, seed=0)
+    rng = np.random.default_rng(0)
+    state = rng.integers(0, 255, (4, 84, 84), dtype=np.uint8)
+    for t in range(40):
+        nxt = np.concatenate([state[1:], rng.integers(0, 255, (1, 84, 84), dtype=np.uint8)])
+        memory.add(state, t % 4, 1.0, nxt, done=t % 13 == 12)
+        state = nxt
+    b = to_tensors(memory.sample(8), "cpu")
+    assert b.states.dtype == torch.uint8 and b.states.shape == (8, 4, 84, 84)
+    assert b.actions.dtype == torch.int64 and b.rewards.dtype == b.dones.dtype == torch.float32
+    with pytest.raises(TypeError, match="Batch"):
+        to_tensors({"states": 1}, "cpu")
+
+
+def test_run_refuses_bad_input_and_use_before_resume(tmp_path, quick):
+    with pytest.raises(TypeError, match="Config"):
+        Run(tmp_path, {"lr": 1})
+    with pytest.raises(ValueError, match="save_minutes"):
+        Run(tmp_path, quick, save_minutes=-1)
+    run = Run(tmp_path / "r", quick)
+    q, target, optimizer, memory, rng = parts(quick)
+    with pytest.raises(RuntimeError, match="resume"):
+        run.updated(torch.tensor(1.0), torch.zeros(2, 4), torch.tensor(1.0))
+    with pytest.raises(TypeError, match="optimizer"):
+        run.resume(q, target, "adam", memory, rng)
+    with pytest.raises(TypeError, match="rng"):
+        run.resume(q, target, optimizer, memory, np.random.RandomState(0))
+    assert run.resume(q, target, optimizer, memory, rng) == 0
+    with pytest.raises(ValueError, match="q_values"):
+        run.updated(torch.tensor(1.0), torch.zeros(4), torch.tensor(1.0))
+    with pytest.raises(TypeError, match="loss"):
+        run.updated(1.0, torch.zeros(2, 4), torch.tensor(1.0))
+    for bad in (dict(step=-1), dict(length=0), dict(epsilon=1.5), dict(score=float("nan"))):
+        args = dict(step=10, score=1.0, length=5, epsilon=0.5, replay_size=10) | bad
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            run.game_over(**args)
+    run.close()
+    assert rows(tmp_path / "r" / "log.csv") == []  # nothing refused was logged
+
+
+def test_a_logged_game_has_the_training_logs_columns_and_the_updates_means(tmp_path, quick):
+    run = Run(tmp_path, quick)
+    run.resume(*parts(quick))
+    run.game_over(50, 3.0, 50, 0.9, 50)  # before any update: blank diagnostics
+    run.updated(torch.tensor(2.0), torch.tensor([[1.0, 3.0], [0.0, 1.0]]), torch.tensor(4.0))
+    run.updated(torch.tensor(4.0), torch.tensor([[1.0, 5.0], [0.0, 3.0]]), torch.tensor(6.0))
+    run.game_over(120, 7.0, 70, 0.8, 120)
+    run.close()
+    first, second = rows(tmp_path / "log.csv")
+    assert list(first) == LOG_FIELDS
+    assert first["loss"] == "" and first["episode_length"] == "50"
+    assert (float(second["loss"]), float(second["q_max"]), float(second["grad_norm"])) == (3.0, 3.0, 5.0)
+    assert (second["step"], second["episode_return"], second["replay_size"]) == ("120", "7.0", "120")
+
+
+def test_resume_refuses_a_folder_saved_with_other_fixed_settings(tmp_path, quick):
+    run = Run(tmp_path, quick)
+    q, target, optimizer, memory, rng = parts(quick)
+    run.resume(q, target, optimizer, memory, rng)
+    run.save(10, q, target, optimizer, memory, rng)
+    run.close()
+    other = dataclasses.replace(quick, buffer_size=quick.buffer_size * 2)
+    with pytest.raises(CheckpointError, match="buffer_size"):
+        Run(tmp_path, other).resume(*parts(other))
+
+
+# -- the worked loop: runs, and carries on after an interruption ------------------------------------------------
+
+def test_the_worked_loop_interrupted_carries_on_from_its_save_and_reaches_the_last_step(tmp_path, quick):
+    folder = tmp_path / "run"
+
+    def interrupted_at(n):
+        def schedule(step, start, end, decay_steps):
+            if step == n:
+                raise KeyboardInterrupt  # the notebook's stop button, a kernel interrupt
+            return start + (end - start) * min(1.0, step / decay_steps)
+        return schedule
+
+    with pytest.raises(KeyboardInterrupt):
+        dqn_loop(quick, folder, epsilon_schedule=interrupted_at(350))
+    saved = list_checkpoints(folder)
+    assert [p.name for p in saved] == ["state-0000000349.ckpt"]  # the interrupt saved the last finished step
+    before = rows(folder / "log.csv")
+    assert dqn_loop(quick, folder) == quick.total_steps
+    log, evals = rows(folder / "log.csv"), rows(folder / "eval.csv")
+    assert log[:len(before)] == before  # the first session's games kept
+    steps = [int(r["step"]) for r in log]
+    assert steps == sorted(steps) and steps[-1] <= quick.total_steps
+    assert [int(r["step"]) for r in evals] == [300, 600]
+    assert any(r["loss"] for r in log[len(before):]) or not log[len(before):]
+    from dqn_course.evaluate import load_policy
+
+    _, info = load_policy(folder)
+    assert info["step"] == quick.total_steps
+
+
+def test_a_finished_run_called_again_does_nothing_more(tmp_path, quick):
+    folder = tmp_path / "run"
+    dqn_loop(quick, folder)
+    log = rows(folder / "log.csv")
+    assert dqn_loop(quick, folder) == quick.total_steps
+    assert rows(folder / "log.csv") == log
+
+
+# -- the gate ---------------------------------------------------------------------------------------------------
+
+def planted_run(folder, *, config_changes=(), step=None, log_rows=()):
+    """A run folder with an (untrained) policy saved at ``step`` with the breakout-cpu settings plus changes, and a
+    log.csv of ``log_rows`` (dicts of LOG_FIELDS)."""
+    cfg = dataclasses.replace(settings(quick=False), **dict(config_changes))
+    folder.mkdir(parents=True, exist_ok=True)
+    from dqn_course.agent import DQNAgent
+
+    save_checkpoint(folder / "checkpoint.pt", DQNAgent(4, "cpu", seed=0), cfg,
+                    cfg.total_steps if step is None else step)
+    with open(folder / "log.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, LOG_FIELDS)
+        w.writeheader()
+        w.writerows({k: r.get(k, "") for k in LOG_FIELDS} for r in log_rows)
+    return folder
+
+
+def healthy_rows(n=50, total=500_000, q=lambda i: 0.5 + i / 100, eps=None, loss=0.01):
+    out = []
+    for i in range(n):
+        step = (i + 1) * total // n
+        e = max(0.01, 1 - step / 100_000) if eps is None else eps
+        out.append({"step": step, "episode_return": 2.0, "episode_length": 200, "loss": loss if step >= 20_000 else "",
+                    "q_max": q(i) if step >= 20_000 else "", "grad_norm": 0.1 if step >= 20_000 else "",
+                    "epsilon": e, "replay_size": min(step, 100_000), "rss_mb": 800, "steps_per_s": 140})
+    return out
+
+
+def result_for(folder, mean, games=30, random=1.5):
+    return {"file": str(folder / "checkpoint.pt"), "step": 500_000, "ratio": mean / random,
+            "policy": {"mean": mean, "std": 3.0, "games": games}, "random": {"mean": random, "std": 1.0},
+            "protocol": {"epsilon": 0.05}}
+
+
+def test_the_gate_passes_at_the_threshold_and_says_score_random_and_ratio(tmp_path):
+    run = planted_run(tmp_path / "good", log_rows=healthy_rows())
+    passed, message = gate_verdict(run, result_for(run, GATE_SCORE))
+    assert passed and "15.0 ± 3.0 over 30 fresh games" in message and "random play 1.50" in message
+    assert "10.0x random" in message
+    passed, message = gate_verdict(run, result_for(run, GATE_SCORE - 0.1))
+    assert not passed and "below the gate's 15" in message
+    assert "none of the usual causes" in message  # a healthy log, just not enough score
+
+
+@pytest.mark.parametrize("name, plant, expected", [
+    ("wrong-preset", dict(config_changes={"lr": 1e-3}), "the wrong preset"),
+    ("too-early", dict(step=120_000), "stopped too early: its policy is from step 120,000 of 500,000"),
+    ("eps-stuck", dict(log_rows=healthy_rows(eps=1.0)), "ε never decayed"),
+    ("diverging", dict(log_rows=healthy_rows(q=lambda i: 10.0 ** (i / 10))), "max-Q diverging"),
+    ("loss-zero", dict(log_rows=healthy_rows(loss=0.0)), "the loss is flat at zero"),
+    ("no-updates", dict(log_rows=[{**r, "loss": "", "q_max": "", "grad_norm": ""} for r in healthy_rows()]),
+     "no gradient update was logged"),
+    ("no-games", dict(log_rows=[]), "log.csv holds no finished game"),
+])
+def test_each_planted_failure_is_named_in_the_gates_message(tmp_path, name, plant, expected):
+    plant = {"log_rows": healthy_rows(), **plant}
+    run = planted_run(tmp_path / name, **plant)
+    passed, message = gate_verdict(run, result_for(run, 2.0))
+    assert not passed
+    assert expected in message
+    others = {"the wrong preset", "stopped too early", "ε never decayed", "max-Q diverging", "flat at zero"}
+    assert not any(o in message for o in others if o not in expected)  # only the planted cause
+
+
+def test_too_few_games_do_not_pass_the_gate(tmp_path):
+    run = planted_run(tmp_path / "few", log_rows=healthy_rows())
+    passed, message = gate_verdict(run, result_for(run, 40.0, games=5))
+    assert not passed and "only 5 games were played" in message
+
+
+def test_check_capstone_waits_for_a_run_then_plays_fresh_games_and_fails_an_untrained_policy(tmp_path, capsys):
+    assert checks.check_capstone(None) is None
+    assert checks.check_capstone(tmp_path / "not-yet") is None
+    assert "holds no policy yet" in capsys.readouterr().out
+    run = planted_run(tmp_path / "untrained", config_changes={"eval_max_steps": 60}, log_rows=healthy_rows())
+    with pytest.raises(AssertionError, match="not yet: .* over 2 fresh games") as e:
+        checks.check_capstone(run, games=2)
+    assert "only 2 games were played" in str(e.value)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "checkpoint.pt").write_bytes(b"not a torch file")
+    with pytest.raises(AssertionError, match="damaged"):
+        checks.check_capstone(tmp_path / "broken")
+
+
+def test_diagnose_reads_the_saved_settings_and_the_log(tmp_path):
+    run = planted_run(tmp_path / "d", log_rows=healthy_rows(eps=1.0))
+    causes = diagnose(run, dataclasses.asdict(settings(quick=False)), 500_000)
+    assert len(causes) == 1 and causes[0].startswith("ε never decayed")
+
+
+# -- the gallery ------------------------------------------------------------------------------------------------
+
+def test_each_gallery_mistake_differs_from_the_working_rule_in_its_own_way():
+    torch.manual_seed(0)
+    online, target = NatureCNN(4), NatureCNN(4)
+    next_states = torch.randint(0, 255, (6, 4, 84, 84), dtype=torch.uint8)
+    rewards, dones = torch.ones(6), torch.tensor([1.0, 0, 0, 1.0, 0, 0])
+    right = td_targets(rewards, dones, next_states, online, target, 0.99)
+    no_mask = capstone_gallery.targets_without_done_mask(rewards, dones, next_states, online, target, 0.99)
+    assert torch.equal(no_mask[dones == 0], right[dones == 0]) and not torch.equal(no_mask, right)
+    from_online = capstone_gallery.targets_from_the_online_network(rewards, dones, next_states, online, target, 0.99)
+    assert torch.equal(from_online, td_targets(rewards, dones, next_states, online, online, 0.99))
+    assert capstone_gallery.epsilon_that_never_decays(10**6, 1.0, 0.01, 1000) == 1.0
+    assert capstone_gallery.MISTAKES["lr-100x"].changes == {"lr": 1e-2}
+
+
+def test_recording_a_mistake_runs_the_worked_loop_with_it(tmp_path):
+    folder = tmp_path / "eps"
+    assert capstone_gallery.record("eps-never-decays", folder, steps=300, quick=True) == 300
+    assert {float(r["epsilon"]) for r in rows(folder / "log.csv")} == {1.0}
+    with pytest.raises(ValueError, match="no mistake called"):
+        capstone_gallery.record("typo", folder, steps=300, quick=True)
+
+
+def test_the_gate_constants_are_what_the_notebook_says():
+    assert (capstone.GATE_SCORE, capstone.GATE_GAMES, capstone.PRESET) == (15.0, 30, "breakout-cpu")
+
+
+# -- the loop's check: the worked loop passes, each planted gap is named -----------------------------------------
+
+def test_the_worked_loop_passes_the_loop_check(capsys):
+    assert checks.check_capstone_loop(dqn_loop) is True
+    assert "survived an interruption at step 450" in capsys.readouterr().out
+    assert checks.check_capstone_loop(None) is None
+
+
+def test_a_loop_that_loses_its_work_on_a_stop_is_told_to_save_in_finally(tmp_path):
+    import shutil
+
+    def loses_work(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None):
+        try:
+            return dqn_loop(cfg, folder, td_targets, td_loss, epsilon_schedule)
+        except KeyboardInterrupt:
+            shutil.rmtree(folder)  # as if nothing had been saved
+            raise
+
+    with pytest.raises(AssertionError, match="left no saved state.*finally"):
+        checks.check_capstone_loop(loses_work)
+
+
+def test_a_loop_that_starts_over_after_a_stop_is_told_to_carry_on():
+    def starts_over(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None):
+        for state in list_checkpoints(folder) if folder.is_dir() else []:
+            state.unlink()  # as if run.resume's step were ignored: everything from step 0 again
+        return dqn_loop(cfg, folder, td_targets, td_loss, epsilon_schedule)
+
+    with pytest.raises(AssertionError, match="started over instead of carrying on"):
+        checks.check_capstone_loop(starts_over)
+
+
+@pytest.mark.parametrize("gap, expected", [("game_over", "holds no finished game"),
+                                           ("evaluate", "evaluations at steps \\[\\]"),
+                                           ("updated", "no gradient update reached the log")])
+def test_each_missing_piece_of_the_loop_is_named(monkeypatch, gap, expected):
+    monkeypatch.setattr(Run, gap, lambda self, *args, **kwargs: None)
+    with pytest.raises(AssertionError, match=expected):
+        checks.check_capstone_loop(dqn_loop)
+
+
+def test_a_loop_that_ignores_the_schedule_is_told_eps_did_not_fall():
+    def fixed_eps(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None):
+        return dqn_loop(cfg, folder, td_targets, td_loss, lambda *args: 0.5)
+
+    with pytest.raises(AssertionError, match="ε did not fall"):
+        checks.check_capstone_loop(fixed_eps)
+
+
+def test_a_crashing_loop_is_reported_with_its_line():
+    def crashes(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None):
+        return cfg.no_such_setting
+
+    with pytest.raises(AssertionError, match="raised AttributeError at `return cfg.no_such_setting`"):
+        checks.check_capstone_loop(crashes)
+
+
+def test_the_notebooks_solution_passes_every_check():
+    from _solutions import run_solutions
+
+    out = run_solutions("07c_your_own_dqn", {"checks": checks})
+    assert out.count("✓") == 5 and "def dqn_loop" in out
+
+
+def test_learner_rule_and_loop_take_the_learners_own_only_once_it_passes(capsys):
+    from dqn_course.agent import td_loss
+
+    chosen = capstone.learner_rule(None, td_loss, None)
+    out = capsys.readouterr().out
+    assert chosen[1] is td_loss and "td_loss           yours" in out and "td_targets        the library's" in out
+    assert capstone.learner_loop(None) is dqn_loop
+    assert "not written yet" in capsys.readouterr().out
+    assert capstone.learner_loop(lambda *a, **k: 3) is dqn_loop
+    assert "fails its check" in capsys.readouterr().out
