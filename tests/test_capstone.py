@@ -12,7 +12,7 @@ import torch
 
 from dqn_course.agent import td_targets
 from dqn_course.checkpoint import CheckpointError, list_checkpoints
-from dqn_course.lab import capstone, capstone_gallery, checks
+from dqn_course.lab import capstone, capstone_gallery, checks, diagnostics
 from dqn_course.lab.capstone import GATE_SCORE, Run, diagnose, gate_verdict, settings, to_tensors
 from dqn_course.lab.capstone_solution import dqn_loop
 from dqn_course.networks import NatureCNN
@@ -340,10 +340,10 @@ def test_the_notebooks_solution_passes_every_check():
 def test_learner_rule_and_loop_take_the_learners_own_only_once_it_passes(capsys):
     from dqn_course.agent import td_loss
 
-    chosen = capstone.learner_rule(None, td_loss, None)
+    chosen = diagnostics.learner_rule(None, td_loss, None)
     out = capsys.readouterr().out
     assert chosen[1] is td_loss and "td_loss           yours" in out and "td_targets        the library's" in out
-    assert capstone.learner_loop(None) is dqn_loop
+    assert diagnostics.learner_loop(None) is dqn_loop
     assert "not written yet" in capsys.readouterr().out
-    assert capstone.learner_loop(lambda *a, **k: 3) is dqn_loop
+    assert diagnostics.learner_loop(lambda *a, **k: 3) is dqn_loop
     assert "fails its check" in capsys.readouterr().out

@@ -60,44 +60,6 @@ def to_tensors(batch: Batch, device: torch.device | str) -> SimpleNamespace:
                            next_states=t["next_states"], dones=t["dones"].float())
 
 
-def learner_rule(td_targets=None, td_loss=None, epsilon_schedule=None) -> tuple:
-    """``(td_targets, td_loss, epsilon_schedule)`` for the loop: each of the learner's that passes its check
-    (``checks.check_td_targets`` ...), the library's for the others; prints one line per function saying which."""
-    from dqn_course.agent import td_loss as library_loss
-    from dqn_course.agent import td_targets as library_targets
-    from dqn_course.lab.diagnostics import verdict
-    from dqn_course.train import linear_epsilon
-
-    chosen = []
-    for name, label, fn, library in (("targets", "td_targets", td_targets, library_targets),
-                                     ("loss", "td_loss", td_loss, library_loss),
-                                     ("epsilon", "epsilon_schedule", epsilon_schedule, linear_epsilon)):
-        why = verdict(name, fn)
-        chosen.append(fn if why is None else library)
-        source = "yours" if why is None else f"the library's: yours is {why}"
-        print(f"{label:<17} {source}")
-    return tuple(chosen)
-
-
-def learner_loop(my_dqn):
-    """The learner's loop when it passes ``checks.check_capstone_loop`` (run quietly), else the worked loop
-    (``capstone_solution.dqn_loop``); prints which."""
-    import contextlib
-    import io
-
-    from dqn_course.lab import checks
-    from dqn_course.lab.capstone_solution import dqn_loop
-
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            passed = my_dqn is not None and checks.check_capstone_loop(my_dqn)
-    except AssertionError as e:
-        print(f"the worked loop: yours fails its check ({str(e).splitlines()[0]})")
-        return dqn_loop
-    print("your loop" if passed else "the worked loop: yours is not written yet")
-    return my_dqn if passed else dqn_loop
-
-
 class Run:
     """A learner's run folder (``folder``) for the settings ``cfg``: logs, evaluations, saves and resumes.
 

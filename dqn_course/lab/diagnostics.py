@@ -1,10 +1,12 @@
-"""Notebooks 06-07: train with the learner's own learning rule beside the library's, and read a run's diagnostics.
+"""Notebooks 06-07c: train with the learner's own learning rule beside the library's, and read a run's diagnostics.
 
     runs = train_beside(cfg, "runs/beside", targets=td_targets, loss=td_loss)   # {"library": ..., "yours": ...}
     print(compare_logs(runs))                        # the same games? how far apart are the losses?
     fig = plot_diagnostics(runs, "your rule beside the library's")
     fig = plot_diagnostics({"seed 3": "data/breakout-cpu-seed3"})   # any run folder with a log.csv
     diagnosed_runs()                                 # the recorded runs whose log.csv has the diagnostics
+    targets, loss, epsilon = learner_rule(td_targets, td_loss, epsilon_schedule)  # 07c: yours once each passes
+    loop = learner_loop(my_dqn)                      # 07c: your loop once it passes, else the worked one
 
 A learner's function trains only once it passes its check (``dqn_course.lab.checks``), run quietly here:
 a wrong target rule would train, badly, and the curve would not say why; the check's hint does.
@@ -145,3 +147,37 @@ def plot_diagnostics(runs: dict[str, str | Path | dict], title: str = "", window
     if title:
         fig.suptitle(title)
     return fig
+
+
+def learner_rule(td_targets=None, td_loss=None, epsilon_schedule=None) -> tuple:
+    """``(td_targets, td_loss, epsilon_schedule)`` for notebook 07c's loop: each of the learner's that passes its
+    check (``checks.check_td_targets`` ...), the library's for the others; prints one line per function saying
+    which."""
+    from dqn_course.agent import td_loss as library_loss
+    from dqn_course.agent import td_targets as library_targets
+    from dqn_course.train import linear_epsilon
+
+    chosen = []
+    for name, label, fn, library in (("targets", "td_targets", td_targets, library_targets),
+                                     ("loss", "td_loss", td_loss, library_loss),
+                                     ("epsilon", "epsilon_schedule", epsilon_schedule, linear_epsilon)):
+        why = verdict(name, fn)
+        chosen.append(fn if why is None else library)
+        source = "yours" if why is None else f"the library's: yours is {why}"
+        print(f"{label:<17} {source}")
+    return tuple(chosen)
+
+
+def learner_loop(my_dqn):
+    """The learner's loop when it passes ``checks.check_capstone_loop`` (run quietly), else the worked loop
+    (``capstone_solution.dqn_loop``); prints which (notebook 07c)."""
+    from dqn_course.lab.capstone_solution import dqn_loop
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            passed = my_dqn is not None and checks.check_capstone_loop(my_dqn)
+    except AssertionError as e:
+        print(f"the worked loop: yours fails its check ({str(e).splitlines()[0]})")
+        return dqn_loop
+    print("your loop" if passed else "the worked loop: yours is not written yet")
+    return my_dqn if passed else dqn_loop
