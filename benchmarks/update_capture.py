@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from dqn_course.agent import DQNAgent, grad_norm, update_stats
+from dqn_course.cleanup import exit_on_signals
 from dqn_course.lab.bench import save_results
 from dqn_course.learner import DeviceLearner
 from dqn_course.replay import MultiStreamMemory
@@ -115,6 +116,7 @@ def plan_us(learner: DeviceLearner, rounds: int) -> float:
     return (time.perf_counter() - t0) / (rounds * PER_PLAN) * 1e6
 
 
+@exit_on_signals()  # SIGTERM and SIGHUP unwind like Ctrl-C
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")

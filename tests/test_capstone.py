@@ -347,3 +347,19 @@ def test_learner_rule_and_loop_take_the_learners_own_only_once_it_passes(capsys)
     assert "not written yet" in capsys.readouterr().out
     assert diagnostics.learner_loop(lambda *a, **k: 3) is dqn_loop
     assert "fails its check" in capsys.readouterr().out
+
+
+def test_the_gallery_plots_a_labelled_run_beside_the_working_one_without_naming_its_mistake(tmp_path):
+    assert capstone_gallery.plot_beside_working("A", data_dir=tmp_path) is None  # nothing recorded there
+    for folder in (tmp_path / "capstone-seed1", tmp_path / "capstone-gallery" / "lr-100x"):
+        folder.mkdir(parents=True)
+        (folder / "log.csv").write_text(",".join(LOG_FIELDS) + "\n" + "\n".join(
+            f"{s},1.0,100,0.01,0.5,0.1,0.5,{s},500,100" for s in (30_000, 60_000)) + "\n")
+    figure = capstone_gallery.plot_beside_working("A", data_dir=tmp_path)
+    texts = [figure._suptitle.get_text()] + [t.get_text() for ax in figure.axes for t in
+                                             (ax.get_legend().get_texts() if ax.get_legend() else [])]
+    assert "run A beside the working run" in texts and not any("lr" in t for t in texts)
+    first_panel = figure.axes[0].lines[0]
+    assert max(first_panel.get_xdata()) <= 50_000  # the working run cut at the gallery's length
+    with pytest.raises(ValueError, match="label"):
+        capstone_gallery.plot_beside_working("D", data_dir=tmp_path)

@@ -202,7 +202,7 @@ def diagnose(folder: str | Path, config: dict, policy_step: int) -> list[str]:
     total = int(config.get("total_steps", preset.total_steps))
     if policy_step < total:
         causes.append(f"stopped too early: its policy is from step {policy_step:,} of {total:,}. Run the loop again "
-                      "with the same folder: it carries on from its last save (section 'Saving and carrying on')")
+                      "on the same folder (notebook 07c, section 6): it carries on from its last save")
     log_path = Path(folder) / "log.csv"
     log = read_log(log_path) if log_path.is_file() else {}
     if not log or not len(log.get("step", [])):

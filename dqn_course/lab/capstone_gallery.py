@@ -59,6 +59,24 @@ MISTAKES: dict[str, Mistake] = {
 
 # Notebook 07c shows the recorded mistakes as runs A, B and C, in this order, and asks which is which.
 GALLERY_ORDER = {"A": "lr-100x", "B": "eps-never-decays", "C": "no-done-mask"}
+GALLERY_FOLDER = "capstone-gallery"  # under data/: one folder per mistake
+WORKING_RUN = "capstone-seed1"  # the working run they are drawn beside
+
+
+def plot_beside_working(label: str, data_dir: str | Path | None = None, steps: int = 50_000):
+    """The recorded run shown as ``label`` ("A", "B" or "C") beside the working run's first ``steps`` agent steps
+    (``diagnostics.plot_diagnostics``), titled by its label only; None while either recording is missing."""
+    from dqn_course.lab.diagnostics import plot_diagnostics
+    from dqn_course.lab.playback import DATA_DIR
+
+    if label not in GALLERY_ORDER:
+        raise ValueError(f"label must be one of {', '.join(GALLERY_ORDER)}, got {label!r}")
+    root = Path(data_dir) if data_dir is not None else DATA_DIR
+    run, working = root / GALLERY_FOLDER / GALLERY_ORDER[label], root / WORKING_RUN
+    if not ((run / "log.csv").is_file() and (working / "log.csv").is_file()):
+        return None
+    return plot_diagnostics({"working run": working, f"run {label}": run}, f"run {label} beside the working run",
+                            window=10, max_step=steps)
 
 
 class _Enough(Exception):

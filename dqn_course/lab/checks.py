@@ -383,7 +383,8 @@ QUESTIONS = {
                        "c": "old transitions are not easier than new ones; look at what the targets are made of"}),
     "07c.run_a": ("b", "a learning rate 100x too large: each step overshoots, so the loss, the gradient norm and "
                        "max-Q jump far from the working run's within the first updates",
-                  {"a": "a forgotten (1 - done) inflates max-Q slowly and steadily; look at how fast this run departs",
+                  {"a": "compare how soon this run departs from the working run, and in which panels (notebook 07, "
+                        "section 5)",
                    "c": "look at the ε panel: it follows the working run's line"}),
     "07c.run_b": ("c", "ε that never decays: the ε panel stays at 1, so every action is random and the score stays at "
                        "random play",
@@ -394,10 +395,10 @@ QUESTIONS = {
                   {"b": "a learning rate 100x too large shows at once in the loss and gradient norm; compare their "
                         "size with the working run's",
                    "c": "look at the ε panel: it follows the working run's line"}),
-    "07c.eps_stuck": ("a", "a schedule right for the run's step gives ε = 1 at every game's first steps when it is fed "
-                           "the game's length instead",
-                      {"b": "the replay's size does not enter ε; the schedule reads only the step it is given",
-                       "c": "the target network enters the TD target, not the choice of actions"}),
+    "07c.eps_stuck": ("a", "a schedule right for the run's step, fed each game's length instead, starts again near 1 "
+                           "at every game: no game is long enough to bring it down",
+                      {"b": "decaying over the whole run is slow, but by the last steps ε would be near its floor",
+                       "c": "swapped, ε would start near its floor and rise: it would be low early on"}),
     "08.zero_priority": ("a", "a leaf of priority 0 owns an empty interval of the line, so no mass can land in it",
                          {"b": "the walk has no special case for zero: look at what the leaf owns on the line",
                           "c": "the slot stays in the memory; only its priority is 0"}),
@@ -1264,8 +1265,8 @@ def check_capstone_loop(my_dqn) -> bool | None:
         evals = [int(r["step"]) for r in rows(folder / "eval.csv")]
         expected = list(range(cfg.eval_every, cfg.total_steps + 1, cfg.eval_every))
         assert evals == expected, (
-            f"evaluations at steps {evals}, expected {expected}: run.evaluate(step, q) every cfg.eval_every steps, "
-            "once each, also across a resume (section 4, step 6)")
+            f"evaluations at steps {evals}, expected {expected}: evaluate once at each multiple of cfg.eval_every, "
+            "also across a resume (section 4, step 6)")
     return _passed(f"your loop survived an interruption at step {CAPSTONE_STOP}, carried on from its save to step "
                    f"{last}, logged {len(log)} game(s) with the updates' diagnostics and a falling ε, and evaluated "
                    f"at steps {expected}")
