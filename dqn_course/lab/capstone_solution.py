@@ -8,7 +8,8 @@ The notebook's *Solution* cell shows this function; the course's recorded capsto
 
 Its argument ``minutes`` stops the loop after that much wall time (saving first), so a long run can be done in
 sessions: calling it again with the same folder carries on from the last save. Ctrl-C (or the notebook's stop
-button) saves the steps finished so far, then stops; the step it interrupted is played again after a resume.
+button; SIGTERM or SIGHUP for the command) saves the steps finished so far, then stops; the step it interrupted is
+played again after a resume.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import torch
 
 from dqn_course.agent import td_loss as library_td_loss
 from dqn_course.agent import td_targets as library_td_targets
+from dqn_course.cleanup import exit_on_signals
 from dqn_course.device import pick_device
 from dqn_course.envs import make_breakout
 from dqn_course.lab.capstone import Run, settings, to_tensors
@@ -93,6 +95,7 @@ def dqn_loop(cfg: Config, folder: str | Path, td_targets=library_td_targets, td_
     return step
 
 
+@exit_on_signals()  # SIGTERM and SIGHUP unwind like Ctrl-C: the loop's `finally` saves before the exit
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m dqn_course.lab.capstone_solution",
                                      description=__doc__.split("\n")[0])
