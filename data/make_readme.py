@@ -364,11 +364,16 @@ def per_body(root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
+def _bench_files(root: Path, pattern: str) -> list[tuple[Path, dict]]:
+    """``(path, document)`` of each ``data/bench/<pattern>`` file, by name."""
+    return [(path, json.loads(path.read_text(encoding="utf-8")))
+            for path in sorted((root / "data" / "bench").glob(pattern))]
+
+
 def throughput_body(root: Path = ROOT) -> str:
-    saved = sorted((root / "data" / "bench").glob("throughput*.json"))
+    saved = _bench_files(root, "throughput*.json")
     lines = []
-    for path in saved:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+    for path, doc in saved:
         s = doc["settings"]
         lines += [f"`{path.relative_to(root)}`: `python {doc['command']}` ({_machine(doc['environment'])}; "
                   f"{s['window']:,} agent steps timed after learning starts, buffer {s['buffer_size']:,}, "
@@ -435,8 +440,7 @@ def update_capture_body(root: Path = ROOT) -> str:
     """Updates/s of the update launched four ways, and the host's planning time per update, from each
     ``data/bench/update-capture*.json`` (``benchmarks/update_capture.py --save``)."""
     lines = []
-    for path in sorted((root / "data" / "bench").glob("update-capture*.json")):
-        doc = json.loads(path.read_text(encoding="utf-8"))
+    for path, doc in _bench_files(root, "update-capture*.json"):
         s = doc["settings"]
         lines += [f"`{path.relative_to(root)}` ({_machine(doc['environment'])}; {s['gpu']}, torch "
                   f"{s['torch_version']}, {doc['rows'][0]['updates']:,} timed updates per variant, a "

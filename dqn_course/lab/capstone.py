@@ -26,10 +26,10 @@ import torch
 
 from dqn_course import check_arg, quick_mode
 from dqn_course.agent import DQNAgent, batch_to_tensors, update_stats
-from dqn_course.checkpoint import (CheckpointError, latest_checkpoint, list_checkpoints, restore_training_state)
+from dqn_course.checkpoint import list_checkpoints, restore_training_state
 from dqn_course.learner import UpdateStats
 from dqn_course.replay.base import Batch
-from dqn_course.train import (LOG_FIELDS, PRESETS, RESUME_FIXED, Config, CsvLog, GameLog, evaluate_and_log,
+from dqn_course.train import (LOG_FIELDS, PRESETS, Config, CsvLog, GameLog, evaluate_and_log, load_resume,
                               save_checkpoint, save_training_state)
 
 PRESET = "breakout-cpu"  # the learning problem the capstone's loop runs: the library's laptop preset
@@ -98,13 +98,7 @@ class Run:
         parts = self._parts(q, target, optimizer, rng)
         step = None
         if self.folder.is_dir() and list_checkpoints(self.folder):
-            arrays, meta, path = latest_checkpoint(self.folder)
-            saved = meta["config"]
-            changed = [f"{k}: saved {saved.get(k)!r}, now {getattr(self.cfg, k)!r}" for k in RESUME_FIXED
-                       if saved.get(k) != getattr(self.cfg, k)]
-            if changed:
-                raise CheckpointError(f"cannot carry on {path} with other settings: " + "; ".join(changed)
-                                      + " (use another folder for a new run)")
+            arrays, meta, _ = load_resume(dataclasses.replace(self.cfg, resume=str(self.folder)))  # checks RESUME_FIXED
             self.counters = restore_training_state(arrays, meta, parts, memory)
             memory.end_episode()  # the game restarts: the next transition begins a new episode
             step = self.counters["step"]

@@ -60,14 +60,17 @@ def recorded_evaluation(run_dir: str | Path) -> dict | None:
 
 def recorded_runs(data_dir: str | Path | None = None) -> list[Path]:
     """The folders of ``RECORDED_RUN_NAMES`` under ``data/`` that hold a ``log.csv``, in that order."""
-    root = Path(data_dir) if data_dir is not None else DATA_DIR
-    return [root / name for name in RECORDED_RUN_NAMES if (root / name / "log.csv").is_file()]
+    return _runs_named(RECORDED_RUN_NAMES, data_dir)
 
 
 def capstone_runs(data_dir: str | Path | None = None) -> list[Path]:
     """The folders of ``CAPSTONE_RUN_NAMES`` under ``data/`` that hold a ``log.csv``, in that order."""
+    return _runs_named(CAPSTONE_RUN_NAMES, data_dir)
+
+
+def _runs_named(names: tuple[str, ...], data_dir: str | Path | None) -> list[Path]:
     root = Path(data_dir) if data_dir is not None else DATA_DIR
-    return [root / name for name in CAPSTONE_RUN_NAMES if (root / name / "log.csv").is_file()]
+    return [root / name for name in names if (root / name / "log.csv").is_file()]
 
 
 def run_config(run_dir: str | Path):
