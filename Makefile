@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: setup lab test lint unit notebooks colab-cells execute train train-quick train-cpu figures readme bench bench-gpu clean
+.PHONY: setup lab test lint unit notebooks colab-cells execute train train-quick train-cpu figures readme bench bench-gpu gpu-check clean
 
 setup: $(VENV)/.installed
 
@@ -74,6 +74,13 @@ bench: setup
 	$(PY) benchmarks/memory_ladder.py
 	$(PY) benchmarks/sampling.py
 	$(PY) data/make_readme.py
+
+# On a GPU machine, one command (<= 8 minutes): does the GPU path work here and how fast (dqn_course/gpu_check.py);
+# everything lands in OUT (default gpu-check/). `make gpu-check DEVICE=cpu` rehearses it on the CPU.
+OUT    ?= gpu-check
+DEVICE ?= cuda
+gpu-check: setup
+	$(PY) -m dqn_course.gpu_check $(OUT) --device $(DEVICE)
 
 # On a GPU machine: the CUDA-only tests (graph == eager), then plain vs fast at 8/16/32 envs, saved, and a profile.
 bench-gpu: setup

@@ -25,33 +25,15 @@ import argparse
 import json
 import time
 
-import numpy as np
 import torch
 
 from dqn_course.agent import DQNAgent, grad_norm, update_stats
 from dqn_course.cleanup import exit_on_signals
+from dqn_course.gpu_check import random_frames_memory
 from dqn_course.lab.bench import save_results
 from dqn_course.learner import DeviceLearner
-from dqn_course.replay import MultiStreamMemory
 
-OBS = (4, 84, 84)
 PER_PLAN = 2  # updates due per vector step of 8 envs at one update per 4 agent steps
-
-
-def filled_memory(device: str, capacity: int, streams: int = 8, seed: int = 0) -> MultiStreamMemory:
-    """A memory with its frame bank on ``device``, filled to capacity with random frames in episodes of 500 steps."""
-    memory = MultiStreamMemory(capacity, streams, OBS, seed=seed, padding="repeat", device=device)
-    rng = np.random.default_rng(seed)
-    states = rng.integers(0, 256, (streams, *OBS), dtype=np.uint8)
-    for t in range(capacity // streams):
-        new = rng.integers(0, 256, (streams, 1, *OBS[1:]), dtype=np.uint8)
-        next_states = np.concatenate([states[:, 1:], new], axis=1)
-        ends = np.full(streams, t % 500 == 499)
-        memory.add_batch(states, rng.integers(0, 4, streams), rng.choice([-1.0, 0.0, 1.0], streams), next_states,
-                         dones=ends, episode_ends=ends)
-        states = next_states
-    memory.bank.flush()
-    return memory
 
 
 def sync(device: str) -> None:
@@ -92,12 +74,14 @@ def time_module(learner: DeviceLearner, compile_first: bool, updates: int, warmu
     fn = torch.compile(update) if compile_first else update
     wrapped = CudaGraphModule(fn, warmup=3)
     sums = torch.zeros(3, device=learner.device)
+    window = learner.memory.stack + 1
 
     def run(n: int) -> None:
         for _ in range(n // PER_PLAN):
             learner.memory.bank.flush()
-            for index, actions, rewards, dones in learner.plan(PER_PLAN):
-                sums.add_(wrapped(index, actions, rewards, dones))
+            ints, floats = learner.plan(PER_PLAN)
+            for u in range(PER_PLAN):
+                sums.add_(wrapped(ints[u, :, :window], ints[u, :, window], floats[u, 0], floats[u, 1]))
 
     run(warmup)
     sync(learner.device.type)
@@ -126,7 +110,7 @@ def main() -> None:
     args = parser.parse_args()
     device = args.device
     updates = args.updates or (2_000 if device == "cuda" else 20)
-    memory = filled_memory(device, args.capacity)
+    memory = random_frames_memory(device, args.capacity)
     variants = {"eager": None, "own-graph": None}
     if device == "cuda":
         variants.update({"cudagraphmodule": False, "compile+cudagraphmodule": True})

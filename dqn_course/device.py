@@ -49,34 +49,41 @@ def check_fits_on_device(needed: int, device: torch.device | str, what: str, fix
 class Uploader:
     """Copies host numpy arrays to ``device`` without making the host wait.
 
-    On CUDA each array goes through its own pinned (page-locked) buffer, grown on demand, with a
-    non-blocking copy; a buffer is written again only once the previous copy out of it has finished
-    (one CUDA event), so callers may reuse their arrays at once. Elsewhere the tensors may share memory
-    with the arrays: do not change those arrays while the tensors are in use.
+    On CUDA each array goes through a pinned (page-locked) buffer, grown on demand, with a non-blocking copy on
+    the device's current stream. There are ``depth`` sets of buffers, used in turn, each with a CUDA event
+    recorded after its copies: a set is written again only once its last copies have finished, so callers may
+    reuse their arrays at once, and the host can run up to ``depth`` uploads ahead of the device before it
+    waits. Elsewhere the tensors may share memory with the arrays: do not change those arrays while the tensors
+    are in use.
     """
 
-    def __init__(self, device: torch.device | str):
+    def __init__(self, device: torch.device | str, depth: int = 4):
         self.device = torch.device(device)
-        self._buffers: dict[int, torch.Tensor] = {}
-        self._copied = None  # CUDA event recorded after the last copies
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"depth must be a whole number >= 1 (sets of pinned buffers), got {depth!r}")
+        self._sets: list[dict[int, torch.Tensor]] = [{} for _ in range(depth)]
+        self._copied: list = [None] * depth  # per set: the CUDA event recorded after its last copies
+        self._turn = 0
 
     def __call__(self, *arrays: np.ndarray) -> list[torch.Tensor]:
         if self.device.type != "cuda":
             return [torch.from_numpy(np.ascontiguousarray(a)).to(self.device) for a in arrays]
-        if self._copied is not None:
-            self._copied.synchronize()  # the last copies have left the buffers: safe to overwrite
-        out = []
+        turn, self._turn = self._turn, (self._turn + 1) % len(self._sets)
+        if self._copied[turn] is not None:
+            self._copied[turn].synchronize()  # this set's last copies have left its buffers: safe to overwrite
+        buffers, out = self._sets[turn], []
         for i, a in enumerate(arrays):
             dtype = torch.from_numpy(np.empty(0, a.dtype)).dtype
-            buf = self._buffers.get(i)
+            buf = buffers.get(i)
             if buf is None or buf.numel() < a.size or buf.dtype != dtype:
                 size = max(a.size, 2 * buf.numel() if buf is not None and buf.dtype == dtype else 0)
-                buf = self._buffers[i] = torch.empty(size, dtype=dtype).pin_memory()
+                buf = buffers[i] = torch.empty(size, dtype=dtype).pin_memory()
             staged = buf[:a.size].view(a.shape)
             staged.numpy()[...] = a
             out.append(staged.to(self.device, non_blocking=True))
-        self._copied = torch.cuda.Event()
-        self._copied.record()
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(self.device))  # the copies above ran on this stream of the device
+        self._copied[turn] = event
         return out
 
 

@@ -18,12 +18,15 @@ the arithmetic:
   here too, captured with the rest.
 
 On the CPU the same function runs eagerly, so what the graph replays is what the CPU tests check. A capture that
-fails (an old driver, a GPU or a torch build without graph support) falls back to that eager update, with one
-``CudaGraphFallbackWarning`` saying why; ``graph=False`` (``--cuda-graph false``) skips the capture.
+fails (an old driver, a GPU or a torch build without graph support) or whose first update disagrees with the eager
+one falls back to that eager update, with one ``CudaGraphFallbackWarning`` and ``fallback_reason`` saying why;
+``graph=False`` (``--cuda-graph false``) skips the capture.
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
+
 import numpy as np
 import torch
 
@@ -65,6 +68,9 @@ class EagerLearner:
     """``agent.update`` on ``memory.sample(batch_size)``, once per update; with prioritized replay (``beta`` given:
     a function of the step) the batch carries importance weights and the new |TD errors| go back as priorities."""
 
+    path = "eager"  # how updates run (``DeviceLearner.path`` may also say "cuda graph")
+    fallback_reason = None
+
     def __init__(self, agent: DQNAgent, memory, batch_size: int, beta=None):
         self.agent, self.memory, self.batch_size, self.beta = agent, memory, batch_size, beta
         self.stats = UpdateStats(agent.device)
@@ -86,12 +92,23 @@ class EagerLearner:
 class DeviceLearner:
     """Updates for ``agent`` from ``memory`` (a ``MultiStreamMemory`` with one frame bank on ``agent.device``).
 
-    ``learn(k)`` runs k updates of ``batch_size`` transitions, each drawn uniformly as ``memory.sample``
-    draws them. ``graph``: capture the update as a CUDA graph (None: on CUDA devices); a capture that fails
-    warns once (``CudaGraphFallbackWarning``) and the updates run eagerly, from the state before the attempt.
+    ``learn(k)`` runs k updates of ``batch_size`` transitions, each drawn uniformly over the memory's transitions
+    (``memory.draw_windows``). ``graph``: capture the update as a CUDA graph (None: on CUDA devices). Every CUDA
+    object (side stream, graph, events, the uploads' copies) is made for the run's own device, whatever device
+    is current.
+
+    Before the graph is trusted, ``self_check`` runs one update eagerly and one by the graph from the same state
+    on the same batch. A capture the GPU, driver or torch build cannot make (a ``RuntimeError`` while capturing,
+    after the same update ran eagerly without one) or a self-check that disagrees makes the learner fall back to
+    eager updates from the state before the attempt: one ``CudaGraphFallbackWarning``, and ``fallback_reason``
+    says why (``train`` puts it in the run's summary). Any other error, and any error of the eager warm-up (a
+    shape error, a bug in the rule), is raised as itself, with the weights and Adam's state put back.
     Raises ``ValueError`` for a memory whose frames are not one bank on the agent's device or that pads stacks
-    with zeros (the graph gathers by index only).
+    with zeros (the graph gathers by index only), and for ``graph=True`` on a device other than CUDA.
     """
+
+    STATS_RTOL = 1e-4  # self-check: loss, max-Q and gradient norm of the two updates, relative difference
+    STEP_RTOL = 1e-2  # self-check: |graph step - eager step| / |eager step| over all weights (L2 norms)
 
     def __init__(self, agent: DQNAgent, memory: MultiStreamMemory, batch_size: int, graph: bool | None = None):
         if getattr(memory, "bank", None) is None or memory.device != agent.device:
@@ -102,17 +119,33 @@ class DeviceLearner:
         self.agent, self.memory, self.batch_size = agent, memory, batch_size
         self.device = agent.device
         self.frames = memory.bank.tensor  # (streams * C, H, W) uint8 on the device
+        if graph and self.device.type != "cuda":
+            raise ValueError(f"graph=True captures the update as a CUDA graph, which needs a CUDA device; this "
+                             f"learner's is {self.device} (pass graph=None or False)")
         self.graph_enabled = self.device.type == "cuda" if graph is None else graph
+        self.fallback_reason: str | None = None
         B, window = batch_size, memory.stack + 1
-        self.index = torch.zeros((B, window), dtype=torch.int64, device=self.device)  # static inputs of one update
-        self.actions = torch.zeros(B, dtype=torch.int64, device=self.device)
-        self.rewards = torch.zeros(B, dtype=torch.float32, device=self.device)
-        self.dones = torch.zeros(B, dtype=torch.float32, device=self.device)
+        # The static inputs of one update, two tensors so that each update's inputs are two copies:
+        self._ints = torch.zeros((B, window + 1), dtype=torch.int64, device=self.device)  # frame slots, action
+        self._floats = torch.zeros((2, B), dtype=torch.float32, device=self.device)  # reward, done
+        self.index, self.actions = self._ints[:, :window], self._ints[:, window]
+        self.rewards, self.dones = self._floats[0], self._floats[1]
         self.stats = UpdateStats(self.device)  # the graph adds into stats.sums; learn() counts on the host
         self._upload = Uploader(self.device)
         self._graph = None
         if self.graph_enabled:
             self._capturable_adam(True)
+
+    @property
+    def path(self) -> str:
+        """How updates run: "cuda graph", or "eager" (with the reason when a capture was given up)."""
+        if self._graph is not None:
+            return "cuda graph"
+        return "eager" + (f" (fell back: {self.fallback_reason})" if self.fallback_reason else "")
+
+    def _on_device(self):
+        """The run's device made current (CUDA), so streams, graphs and events are made for it."""
+        return torch.cuda.device(self.device) if self.device.type == "cuda" else contextlib.nullcontext()
 
     def _capturable_adam(self, on: bool) -> None:
         """Adam with its step counts on the device (graph-safe, ``on``), or as a plain Adam keeps them (host)."""
@@ -136,38 +169,89 @@ class DeviceLearner:
         agent.optimizer.step()
         self.stats.sums.add_(update_stats(loss, q_values, norm))
 
-    def _capture(self) -> None:
-        """Capture ``_update`` as a CUDA graph, or fall back to eager updates if that fails (see ``_fall_back``)."""
-        saved = snapshot(self.agent)
-        try:
-            self._warm_up_and_capture(saved)
-        except Exception as error:  # any failure of an optional speed-up: run without it
-            self._fall_back(saved, error)
+    def _eager_update(self) -> None:
+        self.agent.optimizer.zero_grad(set_to_none=True)
+        self._update()
 
-    def _warm_up_and_capture(self, saved: tuple[dict, dict]) -> None:
-        """The warm-up (on a side stream, as CUDA graphs need) runs the update for real, so the weights and Adam's
-        state are put back afterwards, in place: the graph reads these very tensors, and Adam's state exists before
-        the capture. The first replayed update is the first update."""
+    # -- the capture: warm-up, graph, self-check ----------------------------------------------------------------
+    def _capture(self) -> None:
+        """Capture ``_update`` as a CUDA graph and check it (``self_check``), or fall back to eager updates."""
+        saved = snapshot(self.agent)
+        self._warm_up(saved)
+        try:
+            graph = self._record_graph()
+        except torch.OutOfMemoryError:
+            restore_in_place(self.agent, saved)
+            raise
+        except RuntimeError as error:  # what a GPU, driver or build that cannot capture this update raises
+            self._fall_back(saved, f"the capture failed ({type(error).__name__}: {error})")
+            return
+        problem = self.self_check(graph.replay, saved)
+        if problem:
+            self._fall_back(saved, problem)
+        else:
+            self._graph = graph
+
+    def _warm_up(self, saved: tuple[dict, dict]) -> None:
+        """Three eager updates on a side stream (CUDA graphs need them there): they create Adam's state before the
+        capture and raise the rule's own errors as themselves. They update for real, so the weights and Adam's
+        state are put back afterwards, in place (the graph reads these very tensors), also when one raises."""
         agent = self.agent
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                agent.optimizer.zero_grad(set_to_none=True)
-                self._update()
-        torch.cuda.current_stream().wait_stream(side)
-        restore_in_place(agent, saved)
-        agent.optimizer.zero_grad(set_to_none=True)  # backward inside the graph writes (not adds) the grads
+        side = torch.cuda.Stream(device=self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        try:
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    self._eager_update()
+        finally:
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            restore_in_place(agent, saved)
+            self.stats.sums.zero_()
+
+    def _record_graph(self):
+        """The update captured as a CUDA graph on the run's device (nothing runs until it is replayed)."""
+        self.agent.optimizer.zero_grad(set_to_none=True)  # backward inside the graph writes (not adds) the grads
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             self._update()
-        self._graph = graph
-        self.stats.sums.zero_()
+        return graph
 
-    def _fall_back(self, saved: tuple[dict, dict], error: Exception) -> None:
-        """After a failed capture: the state before it (weights and Adam's state as they were, Adam's step counts on
-        the host, no gradients, no loss counted), eager updates from now on, and one warning saying why and how to
-        skip the attempt."""
+    def self_check(self, candidate, saved: tuple[dict, dict]) -> str | None:
+        """Compare ``candidate()`` (e.g. a graph's ``replay``) with one eager update, each run once from ``saved``
+        (``snapshot``) on the batch in the static inputs; the state is ``saved`` again afterwards.
+
+        Returns None when they agree: loss, max-Q and gradient norm within ``STATS_RTOL``, and the weights' step
+        within ``STEP_RTOL`` of the eager one (relative L2 norm: float sums in another order may flip the sign of
+        Adam's first step for a weight whose gradient is ~0, so weights are not compared one by one). Otherwise
+        a sentence saying what disagreed and by how much.
+        """
+        agent, params = self.agent, list(self.agent.q.parameters())
+        steps, stats = [], []
+        for run in (self._eager_update, candidate):
+            restore_in_place(agent, saved)
+            self.stats.sums.zero_()
+            before = [p.detach().clone() for p in params]
+            run()
+            steps.append(torch.cat([(p.detach() - b).flatten() for p, b in zip(params, before)]))
+            stats.append(self.stats.sums.clone())
+        restore_in_place(agent, saved)
+        self.stats.sums.zero_()
+        eager, other = (s.double().cpu() for s in stats)
+        off = (other - eager).abs() > self.STATS_RTOL * eager.abs() + 1e-6
+        if off.any() or not torch.isfinite(other).all():
+            names = [n for n, bad in zip(UPDATE_STATS, off.tolist()) if bad] or list(UPDATE_STATS)
+            return (f"self-check: the captured update's {', '.join(names)} differ from the eager update's "
+                    f"({dict(zip(UPDATE_STATS, other.tolist()))} vs {dict(zip(UPDATE_STATS, eager.tolist()))})")
+        gap = float((steps[1] - steps[0]).norm() / steps[0].norm().clamp_min(1e-12))
+        if not gap <= self.STEP_RTOL:
+            return (f"self-check: the captured update moves the weights {gap:.2g} (relative L2) away from where the "
+                    f"eager update moves them (tolerance {self.STEP_RTOL})")
+        return None
+
+    def _fall_back(self, saved: tuple[dict, dict], reason: str) -> None:
+        """After a failed capture or self-check: the state before it (weights and Adam's state as they were, Adam's
+        step counts on the host, no gradients, no loss counted), eager updates from now on, ``fallback_reason``
+        set and one warning saying why and how to skip the attempt."""
         agent = self.agent
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # no warm-up work left in flight to overwrite what is restored
@@ -175,43 +259,40 @@ class DeviceLearner:
         self._capturable_adam(False)
         agent.optimizer.zero_grad(set_to_none=True)
         self.stats.sums.zero_()
-        self._graph, self.graph_enabled = None, False
-        warnings.warn(f"could not capture the update as a CUDA graph ({type(error).__name__}: {error}); running "
-                      f"each update eagerly instead (the same updates, more launches). To skip the capture and this "
-                      f"warning: --cuda-graph false (Config(cuda_graph=False); DeviceLearner(..., graph=False))",
-                      CudaGraphFallbackWarning, stacklevel=4)
+        self._graph, self.graph_enabled, self.fallback_reason = None, False, reason
+        warnings.warn(f"not using a CUDA graph for the update: {reason}. Running each update eagerly instead (the "
+                      f"same updates, more launches). To skip the capture and this warning: --cuda-graph false "
+                      f"(Config(cuda_graph=False); DeviceLearner(..., graph=False))", CudaGraphFallbackWarning,
+                      stacklevel=5)
 
-    # -- planning: the slots of k updates, drawn on the host, one copy to the device ---------------------------
-    def plan(self, k: int) -> list[tuple[torch.Tensor, ...]]:
-        """Draw k batches; returns per update (index, actions, rewards, dones) tensors on the device."""
-        memory, B = self.memory, self.batch_size
-        index = np.empty((k, B, memory.stack + 1), np.int64)
-        scalars = np.empty((k, 3, B), np.float64)  # actions, rewards, dones: exact in float64
-        for u in range(k):
-            streams, slots = memory.draw(B)
-            index[u], actions, rewards, dones = memory.window_at(streams, slots)
-            scalars[u] = actions, rewards, dones
-        idx, sc = self._upload(index, scalars)  # one copy of the plan, no wait
-        return [(idx[u], sc[u, 0].long(), sc[u, 1].float(), sc[u, 2].float()) for u in range(k)]
+    # -- planning: the slots of k updates, drawn on the host in one pass, one copy to the device -----------------
+    def plan(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draw k batches at once; returns ``(ints, floats)`` on the device: ``ints[u]`` the (B, stack+2) frame
+        slots and action of update u's transitions, ``floats[u]`` their (2, B) rewards and dones."""
+        B = self.batch_size
+        index, actions, rewards, dones = self.memory.draw_windows(k * B)
+        ints = np.concatenate([index, actions[:, None]], axis=1).reshape(k, B, -1)
+        floats = np.stack([rewards.reshape(k, B), dones.reshape(k, B)], axis=1)
+        ints, floats = self._upload(ints, floats)  # one copy of each, no wait
+        return ints, floats
 
     def learn(self, k: int, step: int | None = None) -> None:
         """Run k updates (their stats are added to ``stats``; nothing is read back). ``step`` is not used."""
         if k <= 0:
             return
-        self.memory.bank.flush()  # every frame written so far is on the device before any gather
-        for index, actions, rewards, dones in self.plan(k):
-            self.index.copy_(index)
-            self.actions.copy_(actions)
-            self.rewards.copy_(rewards)
-            self.dones.copy_(dones)
-            if self.graph_enabled and self._graph is None:
-                self._capture()  # on failure: graph_enabled is False from now on
-            if self.graph_enabled:
-                self._graph.replay()
-            else:
-                self.agent.optimizer.zero_grad(set_to_none=True)
-                self._update()
-            self.stats.count += 1
+        with self._on_device():
+            self.memory.bank.flush()  # every frame written so far is on the device before any gather
+            ints, floats = self.plan(k)
+            for u in range(k):
+                self._ints.copy_(ints[u])
+                self._floats.copy_(floats[u])
+                if self.graph_enabled and self._graph is None:
+                    self._capture()  # on failure: graph_enabled is False from now on
+                if self.graph_enabled:
+                    self._graph.replay()
+                else:
+                    self._eager_update()
+                self.stats.count += 1
 
     def diagnostics(self) -> dict[str, float] | None:
         """``UpdateStats.mean`` of the updates since the last call: {"loss", "q_max", "grad_norm"}."""

@@ -590,7 +590,8 @@ def build(cfg: Config, device: torch.device, targets: Callable = td_targets, los
 
 def train(cfg: Config, *, targets: Callable = td_targets, loss: Callable = td_loss,
           epsilon: Callable[[int, float, float, int], float] = linear_epsilon) -> dict:
-    """Run DQN with ``cfg``; returns a summary (steps/s, last returns, replay size, files written, why it stopped).
+    """Run DQN with ``cfg``; returns a summary (steps/s, last returns, replay size, files written, why it stopped,
+    how the updates ran: ``updates_ran``, and ``graph_fallback``, why a CUDA graph was given up, or None).
 
     ``targets``, ``loss`` and ``epsilon`` are the learning rule and the exploration schedule, with the arguments
     of ``agent.td_targets``, ``agent.td_loss`` and ``linear_epsilon``: a learner's own functions train the agent
@@ -683,7 +684,8 @@ def train(cfg: Config, *, targets: Callable = td_targets, loss: Callable = td_lo
     return {**timer.summary(step, first_step), "updates": counters["updates"], "episodes": counters["episodes"],
             "last_returns": list(games.last), "replay_bytes": memory.nbytes,
             "replay_device": str(memory.device or "host"), "rss_bytes": rss_bytes(), "device": str(device),
-            "out_dir": str(out), "resumed_from": resume_step, "stopped": stopped}
+            "out_dir": str(out), "resumed_from": resume_step, "stopped": stopped, "updates_ran": learner.path,
+            "graph_fallback": learner.fallback_reason}
 
 
 class RunTimer:
@@ -778,6 +780,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'stopped' if summary['stopped'] else 'done'}: {summary['steps']:,} steps in {summary['seconds']:.0f} s "
           f"({summary['steps_per_s']:.0f} steps/s on {summary['device']}), {summary['episodes']} games, "
           f"replay {summary['replay_bytes'] / 2**20:,.0f} MiB; files in {summary['out_dir']}")
+    if summary["graph_fallback"]:
+        print(f"updates ran eagerly, without a CUDA graph: {summary['graph_fallback']}")
     if summary["stopped"]:
         print(f"why: {summary['stopped']}\nresume with: {resume_command(argv, summary['out_dir'])}")
 

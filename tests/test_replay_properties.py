@@ -460,6 +460,26 @@ def test_multi_stream_memory_matches_per_stream_references(scenario, padding):
         seen |= set(batch.ids.tolist())
         assert seen <= ok
     assert seen == ok, f"never sampled {sorted(ok - seen)}"
+    if padding == "repeat":
+        assert_draw_windows_match(memory, ok)
+
+
+def assert_draw_windows_match(memory: MultiStreamMemory, ok: set[int]) -> None:
+    """``draw_windows`` (the fast path's planning) draws only what ``sample`` may, all of it, with the windows and
+    scalars ``window_at`` gives for the same transitions; the streams' arrays are rows of the joint ring."""
+    C, N = memory.stream_capacity, len(memory.streams)
+    for name in FrameSharingMemory.RING_ARRAYS:
+        assert all(np.shares_memory(getattr(s, name), memory.ring[name][i]) for i, s in enumerate(memory.streams))
+    seen = set()
+    for _ in range(60):
+        index, actions, rewards, dones = memory.draw_windows(32)
+        streams, slots = index[:, -1] // C, (index[:, -1] % C - 1) % C  # s' is the frame after the slot's
+        assert memory.ring["valid"][streams, slots].all()
+        order = np.argsort(streams, kind="stable")
+        for got, expected in zip((index, actions, rewards, dones), memory.window_at(streams[order], slots[order])):
+            np.testing.assert_array_equal(got[order], expected)
+        seen |= set((streams + N * memory.ring["ids"][streams, slots]).tolist())
+    assert seen == ok, f"draw_windows never drew {sorted(ok - seen)}"
 
 
 def _uniform_fill(memory_factory, stream_of=lambda i: 0, n_streams=1, n=120):
@@ -511,3 +531,23 @@ def test_multi_stream_draws_streams_in_proportion_to_what_they_hold():
     assert len(counts) == len(memory)
     expected = ids.size / len(memory)
     assert counts.min() > 0.6 * expected and counts.max() < 1.4 * expected
+    # draw_windows: the same distribution, 64 at a time (two updates' batches)
+    C = memory.stream_capacity
+    index = np.concatenate([memory.draw_windows(64)[0] for _ in range(300)])
+    streams, slots = index[:, -1] // C, (index[:, -1] % C - 1) % C
+    assert np.mean(streams == 0) == pytest.approx(sizes[0] / sum(sizes), abs=0.02)
+    counts = np.unique(streams * C + slots, return_counts=True)[1]
+    assert len(counts) == len(memory)
+    assert counts.min() > 0.6 * expected and counts.max() < 1.4 * expected
+
+
+@pytest.mark.parametrize("n", [0, -1, 2.5, True, "32"])
+def test_draw_windows_refuses_what_is_not_a_count_and_an_empty_memory(n):
+    memory = _uniform_fill(lambda: MultiStreamMemory(440, 2, (4, 3, 3), seed=3), n_streams=2,
+                           stream_of=lambda i: i % 2, n=20)
+    with pytest.raises(ValueError, match="whole number >= 1"):
+        memory.draw_windows(n)
+    with pytest.raises(ValueError, match="empty"):
+        MultiStreamMemory(440, 2, (4, 3, 3)).draw_windows(8)
+    with pytest.raises(ValueError, match="padding='repeat'"):
+        MultiStreamMemory(440, 2, (4, 3, 3), padding="zero").draw_windows(8)

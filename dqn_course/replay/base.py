@@ -169,18 +169,30 @@ class PreallocatedRing(ReplayMemory):
     every page once, so a capacity the machine cannot really back fails now, not hours later
     (``np.zeros`` only reserves address space; pages arrive when first written).
     ``extra_host_bytes`` is host RAM a subclass allocates outside ``arrays`` (its frame store),
-    checked together with them. Raises ``InsufficientMemoryError`` when they do not fit.
+    checked together with them. ``given`` maps some of the names to ready arrays (views of an owner's
+    larger arrays, e.g. one row each of ``MultiStreamMemory``'s joint ring), used as they are and not
+    counted again: each must have the shape and dtype ``arrays`` names. Raises ``InsufficientMemoryError``
+    when the arrays to allocate do not fit, ``ValueError`` for a given array of the wrong shape or dtype.
     """
 
-    def __init__(self, capacity, obs_shape, obs_dtype, seed, arrays: dict, prefault: bool, extra_host_bytes: int = 0):
+    def __init__(self, capacity, obs_shape, obs_dtype, seed, arrays: dict, prefault: bool, extra_host_bytes: int = 0,
+                 given: dict[str, np.ndarray] | None = None):
         super().__init__(capacity, obs_shape, obs_dtype, seed)
+        given = given or {}
+        for name, arr in given.items():
+            shape, dt = arrays[name]
+            if not isinstance(arr, np.ndarray) or arr.shape != (self.capacity, *shape) or arr.dtype != np.dtype(dt):
+                raise ValueError(f"given {name} must be a {np.dtype(dt)} array of shape {(self.capacity, *shape)}, "
+                                 f"got {type(arr).__name__} {getattr(arr, 'dtype', '')}{list(np.shape(arr))}")
         planned = sum(self.capacity * int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
-                      for shape, dt in arrays.values())
+                      for name, (shape, dt) in arrays.items() if name not in given)
         check_fits(planned + extra_host_bytes, f"{type(self).__name__}(capacity={self.capacity:,})")
         for name, (shape, dt) in arrays.items():
-            arr = np.zeros((self.capacity, *shape), dtype=dt)
-            if prefault:
-                arr.fill(0)
+            arr = given.get(name)
+            if arr is None:
+                arr = np.zeros((self.capacity, *shape), dtype=dt)
+                if prefault:
+                    arr.fill(0)
             setattr(self, name, arr)
         self._array_names = tuple(arrays)
 

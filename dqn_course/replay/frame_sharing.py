@@ -58,18 +58,22 @@ class FrameSharingMemory(PreallocatedRing):
     as they are), ``"disk"`` (a memory-mapped file in the directory ``path``, refused up front when the
     disk lacks the space; ``nbytes`` then counts only the RAM arrays), or ``device="cuda"`` (a tensor
     on the GPU: ``sample`` returns ``states``/``next_states`` as device tensors, gathered there). A
-    ready store can be passed as ``frames`` (a region of a bank shared by several memories). The
-    slots, the invariants and the sampling are the same for every store.
+    ready store can be passed as ``frames`` (a region of a bank shared by several memories), and ready
+    bookkeeping arrays as ``ring`` (name in ``RING_ARRAYS`` -> a (capacity,) array: one row each of the
+    joint arrays of several memories, so they can be sampled together). The slots, the invariants and
+    the sampling are the same for every store.
 
     Samplers that keep their own distribution over slots (prioritized replay) subscribe with
     ``watch_validity``: after each ``add`` (and after ``load_state_dict``) the memory tells them which
     slots became valid or invalid, so they never read its arrays.
     """
 
-    RING_ARRAYS = ("actions", "rewards", "dones", "first", "valid", "ids")  # per-slot bookkeeping
+    RING_DTYPES = {"actions": np.uint8, "rewards": np.float32, "dones": np.bool_, "first": np.bool_,
+                   "valid": np.bool_, "ids": np.int64}  # per-slot bookkeeping: 16 bytes a slot
+    RING_ARRAYS = tuple(RING_DTYPES)
 
     def __init__(self, capacity: int, obs_shape=(4, 84, 84), seed: int | None = None, padding: str = "repeat",
-                 prefault: bool = False, device=None, storage: str = "ram", path=None, frames=None):
+                 prefault: bool = False, device=None, storage: str = "ram", path=None, frames=None, ring=None):
         obs_shape = check_obs_shape(obs_shape)  # before anything reads it
         check_seed(seed)
         if device is not None:
@@ -86,12 +90,11 @@ class FrameSharingMemory(PreallocatedRing):
         if storage == "disk" and isinstance(capacity, (int, np.integer)):  # before the RAM guard and any allocation
             check_disk_space(int(capacity) * int(np.prod(frame_shape)), path,
                              f"{type(self).__name__}(capacity={capacity:,}, storage='disk')")
-        arrays = {"actions": ((), np.uint8), "rewards": ((), np.float32), "dones": ((), np.bool_),
-                  "first": ((), np.bool_), "valid": ((), np.bool_), "ids": ((), np.int64)}
+        arrays = {name: ((), dtype) for name, dtype in self.RING_DTYPES.items()}
         extra = 0  # a capacity that is no whole number gets the base class's error
         if frames is None and isinstance(capacity, (int, np.integer)) and not isinstance(capacity, bool):
             extra = planned_host_bytes(storage, int(capacity), frame_shape, device)
-        super().__init__(capacity, obs_shape, np.uint8, seed, arrays, prefault, extra)
+        super().__init__(capacity, obs_shape, np.uint8, seed, arrays, prefault, extra, given=ring)
         self.storage = storage
         if frames is None:
             frames = make_store(storage, self.capacity, frame_shape, path, device, prefault,
@@ -215,14 +218,8 @@ class FrameSharingMemory(PreallocatedRing):
     def stack_index(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Frame slots of the (stack+1)-frame window of each transition at ``slots``: s is ``[:, :S]``, s'
         ``[:, 1:]``; and where ``padding="zero"``, the mask of positions that read as zeros (else None)."""
-        S = self.stack
-        window = (slots[:, None] + np.arange(-(S - 1), 2)) % self.capacity  # (B, S+1): s's frames, then s'
-        first = self.first[window[:, :S]]
-        # Position of the episode's first frame inside the stack (0 if it lies further back).
-        start = np.where(first.any(1), S - 1 - np.argmax(first[:, ::-1], axis=1), 0)
-        pos = np.maximum(np.arange(S + 1), start[:, None])  # padding positions read the first frame
-        index = np.take_along_axis(window, pos, axis=1)
-        return index, (np.arange(S + 1) < start[:, None] if self.padding == "zero" else None)
+        index, start = stack_windows(slots, self.first.__getitem__, self.stack, self.capacity)
+        return index, (np.arange(self.stack + 1) < start[:, None] if self.padding == "zero" else None)
 
     def stacks_at(self, slots: np.ndarray):
         """(states, next_states) for the transitions at ``slots``, from one gather of stack+1 frames each."""
@@ -335,6 +332,23 @@ class FrameSharingMemory(PreallocatedRing):
         self._flipped.clear()
         if self._listeners:  # every slot may have changed
             self._notify(np.arange(self.capacity))
+
+
+def stack_windows(slots: np.ndarray, first_at: Callable[[np.ndarray], np.ndarray], stack: int,
+                  capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (stack+1)-frame windows of the transitions at ``slots`` of a ring of ``capacity`` frames, padded by
+    repeating each episode's first frame (invariant 2), and where each stack's real frames start.
+
+    ``first_at(window)`` reads the ring's ``first`` flags at an int array of slots (same shape). Returns
+    ``(index, start)``: ``index[b]`` the slots of s (``[:stack]``) and s' (``[1:]``); positions before
+    ``start[b]`` are padding.
+    """
+    S = stack
+    first = first_at((slots[:, None] + np.arange(-(S - 1), 1)) % capacity)  # (B, S): the flags of s's frames
+    # Position of the episode's first frame inside the stack: the last flagged one (0 if it lies further back).
+    start = (first * np.arange(S)).max(axis=1)
+    pos = np.maximum(np.arange(S + 1), start[:, None])  # padding positions read the first frame
+    return (slots[:, None] + (pos - (S - 1))) % capacity, start
 
 
 _NOT_CONTINUED = ("state does not continue the previous transition's next_state: pass episode_end=True for the step "

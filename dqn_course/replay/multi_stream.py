@@ -5,7 +5,7 @@ import numpy as np
 
 from dqn_course.profiling import check_fits
 from dqn_course.replay.base import Batch, ReplayMemory, check_array, check_obs_shape, check_seed, require_keys
-from dqn_course.replay.frame_sharing import FrameSharingMemory, ValidityListener, check_storage
+from dqn_course.replay.frame_sharing import FrameSharingMemory, ValidityListener, check_storage, stack_windows
 from dqn_course.replay.stores import check_disk_space, make_store, planned_host_bytes
 from dqn_course.rng import parse_rng_state, rng_state_array
 
@@ -22,6 +22,10 @@ class MultiStreamMemory(ReplayMemory):
     slots ``[i * C, (i+1) * C)`` of it (C = ``capacity // N``), ``add_batch`` copies the new frames of
     all envs to a device in one transfer, and a batch is one gather over the bank, whatever streams its
     transitions come from. Other storages keep one store per stream.
+
+    The streams' bookkeeping (``FrameSharingMemory.RING_ARRAYS``) is one joint array per name, ``ring[name]``
+    of shape (N, C), each stream's arrays being its row: ``draw_windows`` plans many batches over all streams
+    in one vectorised pass.
     """
 
     def __init__(self, capacity: int, num_streams: int, obs_shape=(4, 84, 84), seed: int | None = None,
@@ -50,11 +54,17 @@ class MultiStreamMemory(ReplayMemory):
         if storage == "ram":
             self.bank = make_store("ram", per_stream * num_streams, frame_shape, device=device, prefault=prefault,
                                    what=what)
+        self.ring = {name: np.zeros((num_streams, per_stream), dtype)
+                     for name, dtype in FrameSharingMemory.RING_DTYPES.items()}
+        if prefault:
+            for arr in self.ring.values():
+                arr.fill(0)
         seeds = np.random.SeedSequence(seed).spawn(num_streams)
         self.streams = [FrameSharingMemory(per_stream, obs_shape, seed=sq, padding=padding, prefault=prefault,
                                            device=device, storage=storage, path=path,
                                            frames=None if self.bank is None else self.bank.region(i * per_stream,
-                                                                                                  per_stream))
+                                                                                                  per_stream),
+                                           ring={name: arr[i] for name, arr in self.ring.items()})
                         for i, sq in enumerate(seeds)]
         self.stream_capacity = per_stream
         self.device = self.streams[0].device
@@ -134,6 +144,44 @@ class MultiStreamMemory(ReplayMemory):
         streams = np.repeat(np.arange(len(self.streams)), counts)
         slots = np.concatenate([s.draw_slots(c) for s, c in zip(self.streams, counts) if c])
         return streams, slots
+
+    def draw_windows(self, n: int) -> tuple[np.ndarray, ...]:
+        """``n`` transitions drawn uniformly, with replacement, over all that can be sampled, as ``window_at``
+        returns them: (n, stack+1) frame slots of the bank (stream i's slot k is ``i * C + k``), then actions
+        (int64), rewards (float32) and dones (float32); in no particular order.
+
+        One vectorised pass over the joint ring for all n (the fast path plans k batches at once with it), drawing
+        from this memory's own generator: a uniform (stream, slot) among the written slots, redrawn where the slot
+        is not valid, which is uniform over the valid ones. Raises ``ValueError`` for n < 1, an empty memory, or
+        ``padding="zero"`` (its windows need a mask: use ``batch_at``).
+        """
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n must be a whole number >= 1 (transitions to draw), got {n!r}")
+        if self.streams[0].padding != "repeat":
+            raise ValueError("draw_windows gives windows by index only: use padding='repeat'")
+        if len(self) == 0:
+            raise ValueError("cannot draw from an empty memory: add transitions first")
+        C = self.stream_capacity
+        ring = {name: arr.reshape(-1) for name, arr in self.ring.items()}  # views, indexed by bank slot i * C + k
+        filled = np.array([min(s.written, C) for s in self.streams], np.int64)
+        ends = np.cumsum(filled)
+        flat = self.rng.integers(0, ends[-1], size=n)  # a position among all written slots
+        for _ in range(16):
+            streams = np.searchsorted(ends, flat, side="right")
+            slots = flat - (ends[streams] - filled[streams])
+            bad = ~ring["valid"][streams * C + slots]
+            if not bad.any():
+                break
+            flat[bad] = self.rng.integers(0, ends[-1], size=int(bad.sum()))
+        else:  # sparse: draw among the valid slots exactly
+            streams, slots = np.nonzero(self.ring["valid"] & (np.arange(C) < filled[:, None]))
+            pick = self.rng.integers(0, len(streams), size=n)
+            streams, slots = streams[pick], slots[pick]
+        base = streams * C
+        index, _ = stack_windows(slots, lambda window: ring["first"][window + base[:, None]], self.stack, C)
+        at = base + slots
+        return (index + base[:, None], ring["actions"][at].astype(np.int64), ring["rewards"][at],
+                ring["dones"][at].astype(np.float32))
 
     def sample(self, batch_size: int) -> Batch:
         self._check_batch_size(batch_size)
