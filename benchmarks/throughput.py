@@ -68,6 +68,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=None, help="agent steps before learning starts")
     parser.add_argument("--window", type=int, default=None, help="agent steps timed after learning starts")
     parser.add_argument("--buffer-size", type=int, default=None)
+    parser.add_argument("--compile", action="store_true", help="also each fast run with --compile-update true")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--save", default="", help="also write the rows, settings and machine to this JSON file")
     parser.add_argument("--profile", default="", help="instead: profile the (first) fast run with torch.profiler "
@@ -84,6 +85,9 @@ def main() -> None:
     for n in (int(x) for x in args.num_envs.split(",")):
         runs[f"fast-{n}" if "," in args.num_envs else "fast"] = dict(num_envs=n, env_backend="ale",
                                                                      replay_on_device=True)
+        if args.compile:
+            runs[f"fast-{n}-compiled" if "," in args.num_envs else "fast-compiled"] = dict(
+                num_envs=n, env_backend="ale", replay_on_device=True, compile_update=True)
     if args.profile:
         profile(args.profile, {**common, **list(runs.values())[1]}, args.device)
         return

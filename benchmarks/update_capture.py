@@ -11,6 +11,8 @@ updates per plan (8 envs, one update per 4 agent steps):
 - ``eager``:       ``DeviceLearner(graph=False)``: one launch per operator;
 - ``own-graph``:   ``DeviceLearner(graph=True)``: the course's own capture (warm-up on a side stream, snapshot and
   restore, ``torch.cuda.graph``);
+- ``compile+own-graph``: ``DeviceLearner(graph=True, compile=True)``: the update through ``torch.compile``, then
+  the own capture (``--compile-update true`` in a run);
 - ``cudagraphmodule``: the same update function wrapped in tensordict's ``CudaGraphModule`` (LeanRL's way), Adam
   with ``capturable=True``;
 - ``compile+cudagraphmodule``: that function through ``torch.compile`` first, then ``CudaGraphModule``.
@@ -113,11 +115,12 @@ def main() -> None:
     memory = random_frames_memory(device, args.capacity)
     variants = {"eager": None, "own-graph": None}
     if device == "cuda":
-        variants.update({"cudagraphmodule": False, "compile+cudagraphmodule": True})
+        variants.update({"compile+own-graph": None, "cudagraphmodule": False, "compile+cudagraphmodule": True})
     rows = []
     for name, compile_first in variants.items():
         agent = DQNAgent(4, device, seed=1)
-        learner = DeviceLearner(agent, memory, 32, graph=name == "own-graph" and device == "cuda")
+        learner = DeviceLearner(agent, memory, 32, graph="own-graph" in name and device == "cuda",
+                                compile=name.startswith("compile"))
         row = {"variant": name, "device": device, "updates": updates}
         t0 = time.perf_counter()
         try:

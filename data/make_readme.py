@@ -437,7 +437,7 @@ def update_stats_body(root: Path = ROOT) -> str:
 
 
 def update_capture_body(root: Path = ROOT) -> str:
-    """Updates/s of the update launched four ways, and the host's planning time per update, from each
+    """Updates/s of the update launched several ways, and the host's planning time per update, from each
     ``data/bench/update-capture*.json`` (``benchmarks/update_capture.py --save``)."""
     lines = []
     for path, doc in _bench_files(root, "update-capture*.json"):
@@ -456,6 +456,29 @@ def update_capture_body(root: Path = ROOT) -> str:
         plan = next(r["plan_us_per_update"] for r in doc["rows"] if "plan_us_per_update" in r)
         lines += ["", f"Planning one update on the host (`DeviceLearner.plan`): {plan:,.0f} µs.", ""]
     return "\n".join(lines).rstrip() or "Not recorded yet."
+
+
+def plan_body(root: Path = ROOT) -> str:
+    """The host's µs per update to plan the fast path's updates, per-update vs vectorised, from each
+    ``data/bench/plan*.json`` (``benchmarks/plan.py --save``)."""
+    lines = []
+    for path, doc in _bench_files(root, "plan*.json"):
+        s = doc["settings"]
+        lines += [f"`{path.relative_to(root)}`: `python {doc['command']}` ({_machine(doc['environment'])}; device "
+                  f"{s['device']}, a {s['capacity']:,}-frame memory in {s['streams']} streams, batch 32, "
+                  f"{s['torch_threads']} torch thread{'s' if s['torch_threads'] > 1 else ''}; budget "
+                  f"{s['budget_us']:.0f} µs):", "",
+                  "| updates planned at once (k) | per-update, µs/update | vectorised, µs/update | speed-up | "
+                  "within budget |", "|---:|---:|---:|---:|---|"]
+        by_k: dict[int, dict] = {}
+        for r in doc["rows"]:
+            by_k.setdefault(r["k"], {})[r["variant"]] = r
+        for k, rows in sorted(by_k.items()):
+            old, new = rows["per-update"], rows["vectorised"]
+            lines.append(f"| {k} | {old['plan_us_per_update']:,.0f} | {new['plan_us_per_update']:,.0f} | "
+                         f"{new['speedup_over_per_update']:.1f}× | {'yes' if new['within_budget'] else 'no'} |")
+        lines.append("")
+    return "\n".join(lines).rstrip() or "Not recorded yet: `python benchmarks/plan.py --save data/bench/plan-cpu.json`."
 
 
 def capstone_loop_body(root: Path = ROOT) -> str:
@@ -528,7 +551,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "sampling": sampling_body, "sampling-capacity": sampling_capacity_body, "storage": storage_body,
     "million": million_body, "per": per_body, "throughput": throughput_body, "ray-scaling": ray_scaling_body,
     "update-stats": update_stats_body, "replay-state": replay_state_body, "update-capture": update_capture_body,
-    "capstone-loop": capstone_loop_body,
+    "plan": plan_body, "capstone-loop": capstone_loop_body,
 }
 # Which document holds which blocks. README shows what the notebooks measured (their summary lines) and nothing that
 # a notebook measures again; the benchmark scripts' own runs (larger workloads, their own machine and date) are
@@ -536,7 +559,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
 DOCUMENTS: dict[str, tuple[str, ...]] = {
     "README.md": ("modules", "curriculum", "guard"),
     "benchmarks/README.md": ("ladder", "sampling", "sampling-capacity", "storage", "million", "per", "throughput",
-                             "ray-scaling", "update-stats", "replay-state", "update-capture", "capstone-loop"),
+                             "ray-scaling", "update-stats", "replay-state", "update-capture", "plan", "capstone-loop"),
 }
 
 

@@ -14,17 +14,18 @@ Stages, in order, each in its own process with its own time limit, all within ``
 4. ``self-check``: a ``DeviceLearner`` captures its update as a CUDA graph and checks it against the eager update
    (``DeviceLearner.self_check``): which way the updates run, and why if not by the graph;
 5. ``plan``: the host's µs per update to plan updates (``benchmarks/plan.py``; budget 150 µs);
-6. ``capture``: the update captured four ways (``benchmarks/update_capture.py``: own graph, tensordict's
-   ``CudaGraphModule``, with and without ``torch.compile``), updates/s in one run;
-7. ``throughput``: agent steps/s of the fast path and the plain loop after learning starts, in one run
-   (``benchmarks/throughput.py``), and their ratio;
+6. ``capture``: the update launched several ways (``benchmarks/update_capture.py``: eager, own graph, tensordict's
+   ``CudaGraphModule``, each graph with and without ``torch.compile``), updates/s in one run;
+7. ``throughput``: agent steps/s of the plain loop and the fast path (its update compiled too) after learning
+   starts, in one run (``benchmarks/throughput.py --compile``), and the best fast path's ratio to the plain loop;
 8. ``burst``: ``breakout-fast`` trains for the time left (then evaluates, saves and stops).
 
 ``OUT`` (the argument, else $OUT, else ``gpu-check``) receives at most ``MAX_FILES`` files of at most
 ``MAX_FILE_BYTES`` each (what a GPU window can bring back): ``summary.json`` (every stage's result), ``verdict.txt``
 (one line), ``check.log`` (the stages' output), ``throughput.json``, and the burst's ``log.csv``, ``eval.csv`` and
-``checkpoint.pt`` (its policy). Exit status 0 when every stage ran, 1 when one failed, 2 when CUDA is not usable.
-The stage processes run ``python -m dqn_course.gpu_check --stage NAME``.
+``checkpoint.pt`` (its policy); files already in ``OUT`` are left alone and not counted. Exit status 0 when every
+stage ran, 1 when one failed, 2 when CUDA is not usable. The stage processes run
+``python -m dqn_course.gpu_check --stage NAME``.
 """
 from __future__ import annotations
 
@@ -74,12 +75,13 @@ def cuda_problem(device: str) -> str | None:
 
 
 def cap_output(folder: Path, max_files: int = MAX_FILES, max_bytes: int = MAX_FILE_BYTES,
-               keep_first: tuple[str, ...] = ()) -> list[str]:
-    """Make ``folder`` hold at most ``max_files`` files of at most ``max_bytes`` each: a larger text file keeps its
-    last ``max_bytes`` (logs end with what matters), a larger binary file and the files beyond the count go (those
-    named in ``keep_first`` are kept first, then the smallest). Returns what was cut or removed, one line each."""
+               keep_first: tuple[str, ...] = (), others: frozenset[str] = frozenset()) -> list[str]:
+    """Make ``folder`` hold at most ``max_files`` files of at most ``max_bytes`` each, not counting ``others`` (files
+    someone else put there, left alone): a larger text file keeps its last ``max_bytes`` (logs end with what
+    matters), a larger binary file and the files beyond the count go (those named in ``keep_first`` are kept first,
+    then the smallest). Returns what was cut or removed, one line each."""
     notes = []
-    for f in sorted(p for p in folder.iterdir() if p.is_file()):
+    for f in sorted(p for p in folder.iterdir() if p.is_file() and p.name not in others):
         size = f.stat().st_size
         if size <= max_bytes:
             continue
@@ -92,7 +94,7 @@ def cap_output(folder: Path, max_files: int = MAX_FILES, max_bytes: int = MAX_FI
         else:
             f.unlink()
             notes.append(f"{f.name}: removed ({size:,} bytes, over {max_bytes:,})")
-    files = sorted((p for p in folder.iterdir() if p.is_file()),
+    files = sorted((p for p in folder.iterdir() if p.is_file() and p.name not in others),
                    key=lambda p: (p.name not in keep_first, p.stat().st_size))
     for f in files[max_files:]:
         notes.append(f"{f.name}: removed (more than {max_files} files)")
@@ -187,6 +189,7 @@ class Check:
         self.deadline = self.start + budget
         self.rehearsal = torch.device(device).type != "cuda"
         self.results: dict[str, dict] = {}
+        self.others = frozenset(p.name for p in out.iterdir() if p.name != "check.log")  # e.g. a window's gpu.txt
         self.log = open(out / "check.log", "a")
         self.work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
 
@@ -246,8 +249,8 @@ class Check:
                              "--updates", "20" if small else "1000"], 120, parse=json_rows)
         window = ["--warmup", "300", "--window", "300", "--buffer-size", "5000"] if small else \
             ["--warmup", "2000", "--window", "6000"]
-        self.run("throughput", [py, "benchmarks/throughput.py", "--device", self.device, *window, "--save",
-                                str(self.out / "throughput.json"), "--json"], 200, parse=throughput_result)
+        self.run("throughput", [py, "benchmarks/throughput.py", "--device", self.device, *window, "--compile",
+                                "--save", str(self.out / "throughput.json"), "--json"], 240, parse=throughput_result)
         self.burst()
 
     def burst(self) -> None:
@@ -281,7 +284,7 @@ class Check:
         shutil.rmtree(self.work, ignore_errors=True)
         (self.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
         notes = cap_output(self.out, keep_first=("summary.json", "verdict.txt", "throughput.json", "eval.csv",
-                                                 "log.csv", "checkpoint.pt", "check.log"))
+                                                 "log.csv", "checkpoint.pt", "check.log"), others=self.others)
         if notes:
             summary["output_cut"] = notes
             (self.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
@@ -351,7 +354,8 @@ def throughput_result(stdout: str) -> dict:
     rows = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     paths = {row["path"]: row for row in rows if "path" in row}
     fast = max((row for name, row in paths.items() if name.startswith("fast")), key=lambda row: row["steps_per_s"])
-    return {"plain_steps_per_s": paths["plain"]["steps_per_s"], "fast_steps_per_s": fast["steps_per_s"],
+    return {"steps_per_s": {name: row["steps_per_s"] for name, row in paths.items()}, "fast_path": fast["path"],
+            "plain_steps_per_s": paths["plain"]["steps_per_s"], "fast_steps_per_s": fast["steps_per_s"],
             "ratio_fast_over_plain": fast["steps_per_s"] / paths["plain"]["steps_per_s"],
             "fast_phase_share": fast.get("phase_share")}
 

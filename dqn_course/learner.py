@@ -93,7 +93,8 @@ class DeviceLearner:
     """Updates for ``agent`` from ``memory`` (a ``MultiStreamMemory`` with one frame bank on ``agent.device``).
 
     ``learn(k)`` runs k updates of ``batch_size`` transitions, each drawn uniformly over the memory's transitions
-    (``memory.draw_windows``). ``graph``: capture the update as a CUDA graph (None: on CUDA devices). Every CUDA
+    (``memory.draw_windows``). ``graph``: capture the update as a CUDA graph (None: on CUDA devices);
+    ``compile``: run the update through ``torch.compile`` (captured as it is when ``graph``). Every CUDA
     object (side stream, graph, events, the uploads' copies) is made for the run's own device, whatever device
     is current.
 
@@ -110,7 +111,8 @@ class DeviceLearner:
     STATS_RTOL = 1e-4  # self-check: loss, max-Q and gradient norm of the two updates, relative difference
     STEP_RTOL = 1e-2  # self-check: |graph step - eager step| / |eager step| over all weights (L2 norms)
 
-    def __init__(self, agent: DQNAgent, memory: MultiStreamMemory, batch_size: int, graph: bool | None = None):
+    def __init__(self, agent: DQNAgent, memory: MultiStreamMemory, batch_size: int, graph: bool | None = None,
+                 compile: bool = False):
         if getattr(memory, "bank", None) is None or memory.device != agent.device:
             raise ValueError(f"DeviceLearner needs a MultiStreamMemory whose frames are one bank on {agent.device} "
                              f"(storage='ram', device={agent.device}); got frames on {memory.device or 'the host'}")
@@ -133,6 +135,9 @@ class DeviceLearner:
         self.stats = UpdateStats(self.device)  # the graph adds into stats.sums; learn() counts on the host
         self._upload = Uploader(self.device)
         self._graph = None
+        # compile: the update through torch.compile (fused kernels); captured as a graph as it is, after the warm-up
+        # compiled it. The self-check compares it with the plain eager update.
+        self._compiled = torch.compile(self._update) if compile else self._update
         if self.graph_enabled:
             self._capturable_adam(True)
 
@@ -169,9 +174,10 @@ class DeviceLearner:
         agent.optimizer.step()
         self.stats.sums.add_(update_stats(loss, q_values, norm))
 
-    def _eager_update(self) -> None:
+    def _eager_update(self, update=None) -> None:
+        """One update, not captured: ``_update`` (default) or ``update``, after clearing the gradients."""
         self.agent.optimizer.zero_grad(set_to_none=True)
-        self._update()
+        (update or self._update)()
 
     # -- the capture: warm-up, graph, self-check ----------------------------------------------------------------
     def _capture(self) -> None:
@@ -202,7 +208,7 @@ class DeviceLearner:
         try:
             with torch.cuda.stream(side):
                 for _ in range(3):
-                    self._eager_update()
+                    self._eager_update(self._compiled)
         finally:
             torch.cuda.current_stream(self.device).wait_stream(side)
             restore_in_place(agent, saved)
@@ -213,7 +219,7 @@ class DeviceLearner:
         self.agent.optimizer.zero_grad(set_to_none=True)  # backward inside the graph writes (not adds) the grads
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            self._update()
+            self._compiled()
         return graph
 
     def self_check(self, candidate, saved: tuple[dict, dict]) -> str | None:
@@ -250,8 +256,8 @@ class DeviceLearner:
 
     def _fall_back(self, saved: tuple[dict, dict], reason: str) -> None:
         """After a failed capture or self-check: the state before it (weights and Adam's state as they were, Adam's
-        step counts on the host, no gradients, no loss counted), eager updates from now on, ``fallback_reason``
-        set and one warning saying why and how to skip the attempt."""
+        step counts on the host, no gradients, no loss counted), plain eager updates (not compiled) from now on,
+        ``fallback_reason`` set and one warning saying why and how to skip the attempt."""
         agent = self.agent
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # no warm-up work left in flight to overwrite what is restored
@@ -260,6 +266,7 @@ class DeviceLearner:
         agent.optimizer.zero_grad(set_to_none=True)
         self.stats.sums.zero_()
         self._graph, self.graph_enabled, self.fallback_reason = None, False, reason
+        self._compiled = self._update  # the plain update: what the self-check trusts
         warnings.warn(f"not using a CUDA graph for the update: {reason}. Running each update eagerly instead (the "
                       f"same updates, more launches). To skip the capture and this warning: --cuda-graph false "
                       f"(Config(cuda_graph=False); DeviceLearner(..., graph=False))", CudaGraphFallbackWarning,
@@ -291,7 +298,7 @@ class DeviceLearner:
                 if self.graph_enabled:
                     self._graph.replay()
                 else:
-                    self._eager_update()
+                    self._eager_update(self._compiled)
                 self.stats.count += 1
 
     def diagnostics(self) -> dict[str, float] | None:

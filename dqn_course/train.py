@@ -105,6 +105,7 @@ class Config:
     env_backend: str = "gymnasium"  # "gymnasium" (envs stepped in Python) or "ale" (AtariVectorEnv, C++ threads)
     replay_on_device: bool = False  # keep replay frames on the training device (1M frames = 7 GB of GPU memory)
     cuda_graph: bool = True  # frames on a GPU: capture each update as one CUDA graph (false: plain eager updates)
+    compile_update: bool = False  # frames on the device: the update through torch.compile (then captured as it is)
     per: bool = False  # prioritized replay (proportional, Schaul et al. 2016)
     per_alpha: float = 0.6
     per_beta0: float = 0.4  # importance-sampling exponent, annealed to 1 over the run
@@ -582,7 +583,8 @@ def build(cfg: Config, device: torch.device, targets: Callable = td_targets, los
         learner = EagerLearner(agent, memory, cfg.batch_size, lambda step: beta_at(step, cfg.total_steps,
                                                                                    cfg.per_beta0))
     elif cfg.replay_on_device:
-        learner = DeviceLearner(agent, memory, cfg.batch_size, graph=None if cfg.cuda_graph else False)
+        learner = DeviceLearner(agent, memory, cfg.batch_size, graph=None if cfg.cuda_graph else False,
+                                compile=cfg.compile_update)
     else:
         learner = EagerLearner(agent, memory, cfg.batch_size)
     return envs, memory, agent, learner
@@ -642,10 +644,10 @@ def train(cfg: Config, *, targets: Callable = td_targets, loss: Callable = td_lo
             # The updates due by this step, from what is stored so far. The step after a finished game stores
             # nothing, so the memory can hold a little less than learning_starts: wait for a batch.
             if step >= cfg.learning_starts and len(memory) >= cfg.batch_size:
-                timer.learning_from(step)
                 due = updates_due(cfg, step)
                 learner.learn(due - counters["updates"], step)
                 counters["updates"] = max(counters["updates"], due)
+                timer.learning_from(step)  # the clock starts after the first learn: its one-off capture left out
             timer.lap("learn")
 
             # -- store what happened ------------------------------------------------------------------------
@@ -691,7 +693,8 @@ def train(cfg: Config, *, targets: Callable = td_targets, loss: Callable = td_lo
 class RunTimer:
     """Wall time of a run, split so benchmarks can compare agent steps/s of acting *and learning*.
 
-    ``learning_steps_per_s`` counts from the first update on and leaves out checkpoint writes and evaluations.
+    ``learning_steps_per_s`` counts from the end of the first ``learn`` call (whose one-off CUDA graph capture or
+    compilation is not the loop's pace) and leaves out checkpoint writes and evaluations.
     ``lap(phase)`` adds the time since the previous lap to ``phase``; from the first update on, the
     phases say where the loop's wall time went (host time: GPU work shows where the host waits for it).
     """
@@ -703,9 +706,11 @@ class RunTimer:
         self.phases: dict[str, float] = {}
 
     def learning_from(self, step: int) -> None:
+        """Start the learning clock at ``step`` (the first call counts): from now on, phases and steps/s."""
         if self.learn_start is None:
             self.learn_start = (step, time.perf_counter(), self.saved_seconds)
             self.phases.clear()
+            self.last_lap = self.learn_start[1]
 
     def lap(self, phase: str) -> None:
         now = time.perf_counter()

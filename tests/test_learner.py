@@ -104,9 +104,13 @@ def test_cuda_graph_update_equals_the_eager_update(double):
     graph_agent.sync_target()
     eager.learn(3)
     graphed.learn(3)
-    assert graphed.diagnostics() == pytest.approx(eager.diagnostics(), rel=1e-4)
+    # Not bit for bit: the captured kernels (cuBLAS on the capture's stream) may sum in another order, and Adam's
+    # early steps move a weight by ~lr whatever the size of its gradient, so a ~0 gradient's sign decides. Measured
+    # on an H100 after these 11 updates: 4e-4 relative on max-Q, the weights within a few lr.
+    assert graphed.diagnostics() == pytest.approx(eager.diagnostics(), rel=2e-3)
+    lr = eager_agent.optimizer.param_groups[0]["lr"]
     for (name, a), b in zip(eager_agent.q.state_dict().items(), graph_agent.q.state_dict().values()):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
+        torch.testing.assert_close(a, b, rtol=0, atol=11 * 2 * lr, msg=name)
 
 
 @pytest.mark.parametrize("warm", [False, True])
@@ -393,3 +397,54 @@ def test_the_uploader_records_its_copies_on_its_own_devices_stream(monkeypatch):
     assert [e.waited for e in events] == [1, 0, 0]  # the third upload reuses the first set: waits for its copies
     with pytest.raises(ValueError, match="depth"):
         Uploader("cuda:1", depth=0)
+
+
+def test_compile_runs_the_update_through_torch_compile_and_the_self_check_against_the_plain_one(
+        cuda_capture_on_cpu, monkeypatch):
+    """``compile=True``: the warm-up and the capture run the compiled update; the self-check's reference is the plain
+    eager update, so a compiled update that computed something else would be given up (torch.compile stood in for:
+    compiling for real takes a minute on this CPU)."""
+    ran = []
+
+    def fake_compile(fn):
+        def compiled():
+            ran.append("compiled")
+            fn()
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    learner = cuda_capture_on_cpu(DeviceLearner(DQNAgent(4, seed=0), filled("cpu"), 32, graph=False, compile=True))
+    captured = []
+
+    def record_graph():
+        captured.append(len(ran))
+        learner._compiled()  # what the graph would replay: the compiled update as captured
+        return _Replay(lambda: learner._eager_update(learner._compiled))
+
+    learner._record_graph = record_graph
+    learner.learn(3)
+    assert learner.path == "cuda graph"
+    assert captured == [3]  # three compiled warm-up updates, then the capture of the compiled one
+    assert len(ran) == 3 + 1 + 1 + 3  # warm-up, capture, the self-check's replay, three real updates
+
+
+def test_a_compiled_update_that_computes_something_else_is_given_up(cuda_capture_on_cpu, monkeypatch):
+    learner = None
+
+    def wrong_compile(fn):
+        def compiled():  # the update with the gradient clipping lost: what a miscompiled update could do
+            kept, learner.agent.max_grad_norm = learner.agent.max_grad_norm, None
+            try:
+                fn()
+            finally:
+                learner.agent.max_grad_norm = kept
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", wrong_compile)
+    agent = DQNAgent(4, seed=0, max_grad_norm=1e-3)
+    learner = cuda_capture_on_cpu(DeviceLearner(agent, filled("cpu"), 32, graph=False, compile=True))
+    learner._record_graph = lambda: _Replay(lambda: learner._eager_update(learner._compiled))
+    with pytest.warns(CudaGraphFallbackWarning, match="self-check"):
+        learner.learn(1)
+    assert learner.path.startswith("eager (fell back: self-check")
+    assert learner._compiled == learner._update  # from now on the plain update, not the compiled one

@@ -145,18 +145,20 @@ def test_parse_command_takes_dry_run_and_cuda_graph():
     assert parse_command([]) == (PRESETS["quick"], "quick", False) and PRESETS["quick"].cuda_graph
 
 
-@pytest.mark.parametrize("cuda_graph, graph", [(True, None), (False, False)])
-def test_build_hands_cuda_graph_to_the_device_learner(cuda_graph, graph, monkeypatch):
-    """``--cuda-graph false`` reaches the learner as graph=False; true leaves the choice to it (a graph on CUDA)."""
+@pytest.mark.parametrize("cuda_graph, graph, compile_update", [(True, None, False), (False, False, True)])
+def test_build_hands_cuda_graph_and_compile_to_the_device_learner(cuda_graph, graph, compile_update, monkeypatch):
+    """``--cuda-graph false`` reaches the learner as graph=False; true leaves the choice to it (a graph on CUDA).
+    ``--compile-update`` reaches it as compile."""
     from dqn_course import train as train_module
 
     seen = {}
-    monkeypatch.setattr(train_module, "DeviceLearner", lambda *args, graph=None: seen.setdefault("graph", graph))
+    monkeypatch.setattr(train_module, "DeviceLearner",
+                        lambda *args, graph=None, compile=False: seen.update(graph=graph, compile=compile))
     cfg = dataclasses.replace(PRESETS["quick"], buffer_size=200, num_envs=2, replay_on_device=True,
-                              cuda_graph=cuda_graph, prefault=False)
+                              cuda_graph=cuda_graph, compile_update=compile_update, prefault=False)
     envs, *_ = train_module.build(cfg, torch.device("cpu"))
     envs.close()
-    assert seen == {"graph": graph}
+    assert seen == {"graph": graph, "compile": compile_update}
 
 
 @pytest.mark.parametrize("argv, message", [
