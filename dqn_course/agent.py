@@ -163,19 +163,34 @@ class DQNAgent:
         Huber loss (``ValueError`` if this agent's loss is not ``td_loss``: a learner's loss takes no weights);
         ``last_td_errors`` keeps |target - Q| for the new priorities.
         """
+        if batch.weights is not None and self.td_loss is not td_loss:
+            raise ValueError("prioritized replay weights each transition's Huber loss; a loss function given "
+                             "to the agent cannot take those weights: use the default td_loss with PER")
         t = batch_to_tensors(batch, self.device)
-        target = self.batched_targets(t, targets)
-        q_values = self.q(t["states"])
-        if batch.weights is None:
-            loss = self.td_loss(q_values, t["actions"], target)
+        weights = None if batch.weights is None else torch.as_tensor(batch.weights).to(self.device, non_blocking=True)
+        stats = self.gradient_step(t["states"], t["actions"], t["rewards"], t["next_states"], t["dones"], weights,
+                                   targets)
+        if weights is not None:
+            self.last_td_errors = self._td_errors.cpu().numpy()
+        return stats
+
+    def gradient_step(self, states: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor,
+                      next_states: torch.Tensor, dones: torch.Tensor, weights: torch.Tensor | None = None,
+                      targets: Callable[..., torch.Tensor] | None = None) -> torch.Tensor:
+        """The one DQN gradient step, on a batch already on the device: TD targets by the agent's rule (or
+        ``targets``), the loss (the agent's, or the Huber loss weighted by ``weights``), backward, gradient-norm
+        clipping, the optimizer's step. Returns ``UPDATE_STATS`` as a (3,) tensor on the device; reads nothing back
+        to the host, so it can be captured as a CUDA graph (``learner.DeviceLearner`` does). With ``weights``,
+        ``_td_errors`` keeps |target - Q| on the device."""
+        target = (self.td_targets if targets is None else targets)(rewards, dones, next_states, self.q, self.target,
+                                                                   self.gamma, self.double)
+        q_values = self.q(states)
+        if weights is None:
+            loss = self.td_loss(q_values, actions, target)
         else:
-            if self.td_loss is not td_loss:
-                raise ValueError("prioritized replay weights each transition's Huber loss; a loss function given "
-                                 "to the agent cannot take those weights: use the default td_loss with PER")
-            q = q_values.gather(1, t["actions"].long().unsqueeze(1)).squeeze(1)
-            weights = torch.as_tensor(batch.weights).to(self.device, non_blocking=True)
+            q = q_values.gather(1, actions.long().unsqueeze(1)).squeeze(1)
             loss = (weights * F.smooth_l1_loss(q, target, reduction="none")).mean()
-            self.last_td_errors = (target - q).detach().abs().cpu().numpy()
+            self._td_errors = (target - q).detach().abs()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norm = grad_norm(self.q.parameters(), self.max_grad_norm)

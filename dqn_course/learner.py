@@ -5,12 +5,13 @@ summed on the training device (``UpdateStats``) and read them only when a log ro
 
 ``EagerLearner`` is the plain way: one ``agent.learn`` per update on a batch ``memory.sample`` returns
 (prioritized replay included). ``DeviceLearner`` is the fast path's, for a replay memory whose frames
-live on the training device. It runs the same update as ``DQNAgent.learn`` (targets from the target network, Huber loss,
-gradient-norm clipping, Adam), but built for a GPU, where launching work and waiting for it cost more than
-the arithmetic:
+live on the training device. Both run the one gradient step, ``DQNAgent.gradient_step`` (targets from the
+target network, the loss, gradient-norm clipping, Adam); the device learner is built for a GPU, where launching
+work and waiting for it cost more than the arithmetic:
 
-- the slots of all updates due in a vector step are drawn on the host at once, turned into frame indices
-  into the memory's bank, and copied to the device in one transfer (pinned buffer, no wait);
+- the transitions of all updates due in a vector step are drawn on the host in one vectorised pass
+  (``memory.draw_windows``), as frame indices into the memory's bank, and copied to the device in one transfer
+  (pinned buffers, no wait);
 - each update gathers its frames from the bank on the device (one gather per batch), so no frame crosses;
 - on CUDA the whole update (gather, targets, loss, backward, clipping, Adam with ``capturable=True``) is
   captured once as a CUDA graph and replayed: one launch per update instead of dozens;
@@ -30,7 +31,7 @@ import warnings
 import numpy as np
 import torch
 
-from dqn_course.agent import UPDATE_STATS, DQNAgent, grad_norm, update_stats
+from dqn_course.agent import UPDATE_STATS, DQNAgent
 from dqn_course.device import Uploader
 from dqn_course.replay import MultiStreamMemory
 
@@ -137,7 +138,7 @@ class DeviceLearner:
         self._graph = None
         # compile: the update through torch.compile (fused kernels); captured as a graph as it is, after the warm-up
         # compiled it. The self-check compares it with the plain eager update.
-        self._compiled = torch.compile(self._update) if compile else self._update
+        self._compiled = torch.compile(self._update) if compile else None
         if self.graph_enabled:
             self._capturable_adam(True)
 
@@ -163,21 +164,14 @@ class DeviceLearner:
 
     # -- one update, as a function of the static inputs -------------------------------------------------------
     def _update(self) -> None:
-        agent = self.agent
+        """``agent.gradient_step`` on the batch the static inputs name, its stats added on the device."""
         frames = self.frames[self.index]  # (B, S+1, H, W): s = [:, :-1], s' = [:, 1:]
-        target = agent.td_targets(self.rewards, self.dones, frames[:, 1:], agent.q, agent.target, agent.gamma,
-                                  agent.double)
-        q_values = agent.q(frames[:, :-1])
-        loss = agent.td_loss(q_values, self.actions, target)
-        loss.backward()
-        norm = grad_norm(agent.q.parameters(), agent.max_grad_norm)
-        agent.optimizer.step()
-        self.stats.sums.add_(update_stats(loss, q_values, norm))
+        self.stats.sums.add_(self.agent.gradient_step(frames[:, :-1], self.actions, self.rewards, frames[:, 1:],
+                                                      self.dones))
 
-    def _eager_update(self, update=None) -> None:
-        """One update, not captured: ``_update`` (default) or ``update``, after clearing the gradients."""
-        self.agent.optimizer.zero_grad(set_to_none=True)
-        (update or self._update)()
+    def _step(self) -> None:
+        """One update as this learner runs it: compiled when asked for (and not given up), else ``_update``."""
+        (self._compiled or self._update)()
 
     # -- the capture: warm-up, graph, self-check ----------------------------------------------------------------
     def _capture(self) -> None:
@@ -208,18 +202,18 @@ class DeviceLearner:
         try:
             with torch.cuda.stream(side):
                 for _ in range(3):
-                    self._eager_update(self._compiled)
+                    self._step()
         finally:
             torch.cuda.current_stream(self.device).wait_stream(side)
             restore_in_place(agent, saved)
             self.stats.sums.zero_()
 
     def _record_graph(self):
-        """The update captured as a CUDA graph on the run's device (nothing runs until it is replayed)."""
-        self.agent.optimizer.zero_grad(set_to_none=True)  # backward inside the graph writes (not adds) the grads
+        """The update captured as a CUDA graph on the run's device (nothing runs until it is replayed). The step
+        sets the gradients to None first, so backward inside the graph writes (not adds) them, in its own pool."""
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            self._compiled()
+            self._step()
         return graph
 
     def self_check(self, candidate, saved: tuple[dict, dict]) -> str | None:
@@ -233,7 +227,7 @@ class DeviceLearner:
         """
         agent, params = self.agent, list(self.agent.q.parameters())
         steps, stats = [], []
-        for run in (self._eager_update, candidate):
+        for run in (self._update, candidate):
             restore_in_place(agent, saved)
             self.stats.sums.zero_()
             before = [p.detach().clone() for p in params]
@@ -266,7 +260,7 @@ class DeviceLearner:
         agent.optimizer.zero_grad(set_to_none=True)
         self.stats.sums.zero_()
         self._graph, self.graph_enabled, self.fallback_reason = None, False, reason
-        self._compiled = self._update  # the plain update: what the self-check trusts
+        self._compiled = None  # the plain update from now on: what the self-check trusts
         warnings.warn(f"not using a CUDA graph for the update: {reason}. Running each update eagerly instead (the "
                       f"same updates, more launches). To skip the capture and this warning: --cuda-graph false "
                       f"(Config(cuda_graph=False); DeviceLearner(..., graph=False))", CudaGraphFallbackWarning,
@@ -298,7 +292,7 @@ class DeviceLearner:
                 if self.graph_enabled:
                     self._graph.replay()
                 else:
-                    self._eager_update(self._compiled)
+                    self._step()
                 self.stats.count += 1
 
     def diagnostics(self) -> dict[str, float] | None:

@@ -241,7 +241,7 @@ def test_a_graph_given_up_warns_once_records_why_and_runs_the_eager_updates(cuda
     learner = cuda_capture_on_cpu(DeviceLearner(agent, memory, 32, graph=False))
     if fails == "in the self-check":
         def twice() -> None:  # a "graph" that updates twice: what a capture that went wrong could do
-            learner._eager_update()
+            learner._update()
             learner._update()
         learner._record_graph = lambda: _Replay(twice)
     with pytest.warns(CudaGraphFallbackWarning) as caught:
@@ -264,7 +264,7 @@ def test_a_graph_that_passes_its_self_check_makes_the_eager_updates(cuda_capture
     ref_agent, agent, ref_memory, memory = _twin_runs(adam_state)
     ref = DeviceLearner(ref_agent, ref_memory, 32, graph=False)
     learner = cuda_capture_on_cpu(DeviceLearner(agent, memory, 32, graph=False))
-    learner._record_graph = lambda: _Replay(learner._eager_update)
+    learner._record_graph = lambda: _Replay(learner._update)
     ref._capturable_adam(True)  # Adam's step counts where a captured Adam keeps them, as the learner's are
     for k in (1, 3, 2):
         ref.learn(k)
@@ -319,12 +319,12 @@ def test_self_check_compares_one_update_with_the_eager_one_and_puts_the_state_ba
     learner._floats.copy_(floats[0])
     before = [t.clone() for t in agent.q.state_dict().values()]
     saved = snapshot(agent)
-    assert learner.self_check(learner._eager_update, saved) is None
+    assert learner.self_check(learner._update, saved) is None
 
     def clipped_less() -> None:  # the same update with the gradient-norm clipping forgotten
         agent.max_grad_norm, kept = None, agent.max_grad_norm
         try:
-            learner._eager_update()
+            learner._update()
         finally:
             agent.max_grad_norm = kept
 
@@ -356,7 +356,7 @@ def test_the_capture_makes_its_cuda_objects_for_the_runs_device_not_the_current_
     monkeypatch.setattr(torch.cuda, "device", device)
     monkeypatch.setattr(torch.cuda, "graph", lambda graph: made_in.append(list(current)) or contextlib.nullcontext())
     learner = cuda_capture_on_cpu(DeviceLearner(DQNAgent(4, seed=0), filled("cpu"), 32, graph=False))
-    learner._record_graph = lambda: made_in.append(list(current)) or _Replay(learner._eager_update)
+    learner._record_graph = lambda: made_in.append(list(current)) or _Replay(learner._update)
     learner.device = torch.device("cuda", 1)  # what it would be on a second GPU; the tensors stay on the CPU
     learner.learn(2)
     assert _Stream.made and all(d == torch.device("cuda", 1) for d in _Stream.made)
@@ -418,8 +418,8 @@ def test_compile_runs_the_update_through_torch_compile_and_the_self_check_agains
 
     def record_graph():
         captured.append(len(ran))
-        learner._compiled()  # what the graph would replay: the compiled update as captured
-        return _Replay(lambda: learner._eager_update(learner._compiled))
+        learner._step()  # what the graph would replay: the compiled update as captured
+        return _Replay(lambda: learner._step())
 
     learner._record_graph = record_graph
     learner.learn(3)
@@ -443,8 +443,8 @@ def test_a_compiled_update_that_computes_something_else_is_given_up(cuda_capture
     monkeypatch.setattr(torch, "compile", wrong_compile)
     agent = DQNAgent(4, seed=0, max_grad_norm=1e-3)
     learner = cuda_capture_on_cpu(DeviceLearner(agent, filled("cpu"), 32, graph=False, compile=True))
-    learner._record_graph = lambda: _Replay(lambda: learner._eager_update(learner._compiled))
+    learner._record_graph = lambda: _Replay(lambda: learner._step())
     with pytest.warns(CudaGraphFallbackWarning, match="self-check"):
         learner.learn(1)
     assert learner.path.startswith("eager (fell back: self-check")
-    assert learner._compiled == learner._update  # from now on the plain update, not the compiled one
+    assert learner._compiled is None  # from now on the plain update, not the compiled one
