@@ -119,6 +119,7 @@ class DQNAgent:
         self.double = double
         self.max_grad_norm = max_grad_norm
         self.td_targets, self.td_loss = targets, loss
+        self.obs_shape = (in_channels, 84, 84)  # what the network takes (NatureCNN's layers are sized for 84x84)
         self.q = NatureCNN(n_actions, in_channels).to(self.device)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=lr)
@@ -128,15 +129,21 @@ class DQNAgent:
     # -- acting ---------------------------------------------------------------------------------
     @torch.no_grad()
     def act(self, states: np.ndarray, epsilon: float) -> np.ndarray:
-        """ε-greedy actions for a batch of states (N, stack, 84, 84) uint8; one forward for all N.
+        """ε-greedy actions for a batch of states (N, stack, 84, 84) uint8 (or one state); one forward for all N.
+        ``ValueError`` for states of another shape or dtype, or ``epsilon`` outside [0, 1].
 
         The exploration draws come from the agent's own generator (checkpointed), before the forward, so a
         fully random step costs no forward at all; on a GPU the states go up through a pinned buffer and
         only the N greedy actions come back.
         """
+        check_arg("epsilon", epsilon, low=0, high=1)
         states = np.asarray(states)
         if states.ndim == 3:
             states = states[None]
+        if states.dtype != np.uint8 or states.shape[1:] != self.obs_shape or not states.shape[0]:
+            raise ValueError(f"states must be uint8 frame stacks of shape {self.obs_shape} (or a batch of them, "
+                             f"(N, *{self.obs_shape}) with N >= 1), as the env returns them; got "
+                             f"{states.dtype}{list(states.shape)}")
         n = states.shape[0]
         explore = self.rng.random(n) < epsilon
         actions = self.rng.integers(0, self.n_actions, size=n)

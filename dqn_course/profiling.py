@@ -1,6 +1,6 @@
 """Measuring memory honestly: RSS, tracemalloc, fresh subprocesses, fits and "does it fit here?".
 
-Two traps this module exists to avoid (see COURSE_DESIGN.md, "Measuring memory honestly"):
+Two traps this module exists to avoid (notebook 01b, "measuring honestly", shows both):
 
 * The allocator keeps freed memory, so a second measurement in the same process reads less growth
   than the first. ``measure_in_subprocess`` runs the work in a brand-new interpreter.

@@ -202,3 +202,21 @@ def test_batch_to_tensors_keeps_frames_uint8():
     assert t["states"].dtype == torch.uint8 and t["next_states"].dtype == torch.uint8
     assert t["actions"].dtype == torch.int64 and t["rewards"].dtype == torch.float32
     assert t["dones"].dtype == torch.float32 and t["states"].shape == (4, 4, 84, 84)
+
+
+@pytest.mark.parametrize("states, epsilon, message", [
+    (np.zeros((2, 4, 84, 84), np.float32), 0.1, "uint8 frame stacks"),
+    (np.zeros((2, 4, 84, 83), np.uint8), 0.1, r"got uint8\[2, 4, 84, 83\]"),
+    (np.zeros((3, 84, 84), np.uint8), 0.1, "shape \\(4, 84, 84\\)"),
+    (np.zeros((0, 4, 84, 84), np.uint8), 0.1, "N >= 1"),
+    (np.zeros((2, 4, 84, 84), np.uint8), 1.5, "epsilon must be >= 0 and <= 1, got 1.5"),
+    (np.zeros((2, 4, 84, 84), np.uint8), -0.1, "epsilon must be >= 0 and <= 1, got -0.1"),
+    (np.zeros((2, 4, 84, 84), np.uint8), float("nan"), "epsilon must be a finite number"),
+])
+def test_act_refuses_states_and_epsilons_it_cannot_act_on_and_draws_nothing(states, epsilon, message):
+    """Refused before anything is drawn: the agent's generator (checkpointed) is where it was."""
+    agent = DQNAgent(N_ACTIONS, seed=0)
+    before = agent.rng.bit_generator.state
+    with pytest.raises(ValueError, match=message):
+        agent.act(states, epsilon)
+    assert agent.rng.bit_generator.state == before
