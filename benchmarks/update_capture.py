@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from dqn_course.agent import DQNAgent, grad_norm, update_stats
+from dqn_course.agent import DQNAgent
 from dqn_course.cleanup import exit_on_signals
 from dqn_course.gpu_check import random_frames_memory
 from dqn_course.lab.bench import save_results
@@ -64,14 +64,7 @@ def time_module(learner: DeviceLearner, compile_first: bool, updates: int, warmu
 
     def update(index, actions, rewards, dones):
         frames = bank[index]
-        target = agent.td_targets(rewards, dones, frames[:, 1:], agent.q, agent.target, agent.gamma, agent.double)
-        q_values = agent.q(frames[:, :-1])
-        loss = agent.td_loss(q_values, actions, target)
-        agent.optimizer.zero_grad()
-        loss.backward()
-        norm = grad_norm(agent.q.parameters(), agent.max_grad_norm)
-        agent.optimizer.step()
-        return update_stats(loss, q_values, norm)
+        return agent.gradient_step(frames[:, :-1], actions, rewards, frames[:, 1:], dones)
 
     fn = torch.compile(update) if compile_first else update
     wrapped = CudaGraphModule(fn, warmup=3)

@@ -189,8 +189,7 @@ class DQNAgent:
         clipping, the optimizer's step. Returns ``UPDATE_STATS`` as a (3,) tensor on the device; reads nothing back
         to the host, so it can be captured as a CUDA graph (``learner.DeviceLearner`` does). With ``weights``,
         ``_td_errors`` keeps |target - Q| on the device."""
-        target = (self.td_targets if targets is None else targets)(rewards, dones, next_states, self.q, self.target,
-                                                                   self.gamma, self.double)
+        target = self.batched_targets({"rewards": rewards, "dones": dones, "next_states": next_states}, targets)
         q_values = self.q(states)
         if weights is None:
             loss = self.td_loss(q_values, actions, target)

@@ -298,7 +298,7 @@ class Check:
             return f"GPU check: CUDA not usable on {self.device}: {r.get('cuda', {}).get('error', '?')}", 2
         failed = [name for name, res in r.items() if not res.get("ok")]
         where = r["cuda"].get("gpu", self.device)
-        checked = r.get("self-check", {}).get(str(torch.device(self.device)), {}) if "self-check" in r else {}
+        checked = r.get("self-check", {}).get(str(torch.device(self.device)), {})
         graph = checked.get("updates_ran", "?")
         parts = [f"{'REHEARSAL on the CPU (no GPU checked)' if self.rehearsal else 'GPU check'} on {where}: "
                  + ("every stage ran" if not failed else f"FAILED: {', '.join(failed)}"),

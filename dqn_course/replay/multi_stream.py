@@ -59,6 +59,7 @@ class MultiStreamMemory(ReplayMemory):
         if prefault:
             for arr in self.ring.values():
                 arr.fill(0)
+        self._flat_ring = {name: arr.reshape(-1) for name, arr in self.ring.items()}  # views, by bank slot i * C + k
         seeds = np.random.SeedSequence(seed).spawn(num_streams)
         self.streams = [FrameSharingMemory(per_stream, obs_shape, seed=sq, padding=padding, prefault=prefault,
                                            device=device, storage=storage, path=path,
@@ -162,7 +163,7 @@ class MultiStreamMemory(ReplayMemory):
         if len(self) == 0:
             raise ValueError("cannot draw from an empty memory: add transitions first")
         C = self.stream_capacity
-        ring = {name: arr.reshape(-1) for name, arr in self.ring.items()}  # views, indexed by bank slot i * C + k
+        ring = self._flat_ring
         filled = np.array([min(s.written, C) for s in self.streams], np.int64)
         ends = np.cumsum(filled)
         flat = self.rng.integers(0, ends[-1], size=n)  # a position among all written slots
