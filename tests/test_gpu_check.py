@@ -98,7 +98,8 @@ def test_the_verdict_says_in_one_line_what_worked_how_fast_and_against_which_goa
     status, summary, verdict = _finished(tmp_path, results)
     assert status == 0 and verdict.count("\n") == 1
     for part in ("GPU check on Some GPU: every stage ran", "updates: cuda graph", "7,000 agent steps/s",
-                 "12.0x plain", "met", "40 µs/update at k=2", "burst 500,000 steps in 80 s", "12.5"):
+                 "12.0x plain", "goal 6,700 steps/s: met; goal 10x: met", "40 µs/update at k=2",
+                 "burst 500,000 steps in 80 s", "12.5"):
         assert part in verdict, part
     assert summary["verdict"] == verdict.strip() and summary["stages"]["burst"]["steps"] == 500_000
     assert summary["goals"]["steps_per_s"] == gpu_check.GOAL_STEPS_PER_S
@@ -106,7 +107,11 @@ def test_the_verdict_says_in_one_line_what_worked_how_fast_and_against_which_goa
     results["throughput"].update(fast_steps_per_s=2000.0, ratio_fast_over_plain=7.0)
     results["quick"] = {"ok": False, "error": "timed out"}
     status, _, verdict = _finished(tmp_path, results)
-    assert status == 1 and "FAILED: quick" in verdict and "not met" in verdict
+    assert status == 1 and "FAILED: quick" in verdict and "steps/s: not met; goal 10x: not met" in verdict
+
+    results["throughput"].update(ratio_fast_over_plain=10.04)
+    status, _, verdict = _finished(tmp_path, results)
+    assert "goal 6,700 steps/s: not met; goal 10x: met" in verdict
 
 
 def test_a_check_whose_cuda_stage_failed_exits_2(tmp_path):
