@@ -4,6 +4,8 @@
   an ``answer`` cell (a prediction's measurement) says so instead (``# answer: ...``);
 * ``answer`` and ``solution`` cells are committed without outputs, and solutions are skipped by nbval;
 * no test-harness chatter, colour codes or paths of the machine that executed them on the page.
+* a notebook opens with its title, the question it answers (``# NN · ...?``), before any code;
+* it ends with its further reading.
 """
 from __future__ import annotations
 
@@ -136,4 +138,39 @@ def test_notebook_ends_with_its_further_reading(path):
 ])
 def test_each_further_reading_breach_is_found(cells, expected):
     found = reading_problems({"cells": cells})
+    assert len(found) == 1 and expected in found[0], found
+
+
+TITLE = re.compile(r"# (?P<number>\d\d[a-z]?) · \S.*\?$")
+
+
+def opening_problems(nb: dict, stem: str) -> list[str]:
+    """Where a notebook breaks the rule that it opens with its title, a question, before any code: the first cell is
+    markdown whose first line is ``# NN · <the question>?`` with the notebook's own number."""
+    cells = nb["cells"]
+    if not cells or cells[0]["cell_type"] != "markdown":
+        return ["the first cell is not the title (markdown)"]
+    first = _text(cells[0]["source"]).lstrip().split("\n", 1)[0].rstrip()
+    title = TITLE.fullmatch(first)
+    if not title:
+        return [f"the first line is not a title '# NN · <question>?': {first!r}"]
+    if title["number"] != stem.split("_", 1)[0]:
+        return [f"the title's number {title['number']} is not the notebook's ({stem})"]
+    return []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_opens_with_its_title_and_question(path):
+    assert opening_problems(json.loads(path.read_text(encoding="utf-8")), path.stem) == []
+
+
+@pytest.mark.parametrize("cells, expected", [
+    ([], "not the title"),
+    ([_cell("# On Colab: get the course"), {"cell_type": "markdown", "source": "# 04 · Why?"}], "not the title"),
+    ([{"cell_type": "markdown", "source": "# 04 · Frame sharing\n\ntext"}], "not a title"),
+    ([{"cell_type": "markdown", "source": "Some introduction first.\n# 04 · Why?"}], "not a title"),
+    ([{"cell_type": "markdown", "source": "# 05 · Why store each frame 8 times?"}], "number 05"),
+])
+def test_each_opening_breach_is_found(cells, expected):
+    found = opening_problems({"cells": cells}, "04_frame_sharing")
     assert len(found) == 1 and expected in found[0], found
