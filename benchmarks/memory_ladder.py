@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--transitions", type=int, default=None,
-                   help=f"transitions per stage (default {default_transitions():,}; stages are capped at 2 GiB, "
+                   help=f"transitions per stage (default {default_transitions():,}; stages are capped at 2 GB, "
                         "so the raw RGB stages hold fewer)")
     p.add_argument("--json", action="store_true", help="print one JSON object per stage instead of the table")
     p.add_argument("--rows", type=Path, default=None,

@@ -115,12 +115,12 @@ def main() -> None:
         return
     print(f"agent steps/s over {window:,} steps after learning starts (buffer {buffer:,}), "
           f"device {device_name(args.device)}, {torch.get_num_threads()} torch threads")
-    print(f"{'path':<8} {'envs':>4} {'replay':<7} {'steps/s':>9} {'x plain':>7} {'RSS MiB':>8}  "
+    print(f"{'path':<8} {'envs':>4} {'replay':<7} {'steps/s':>9} {'x plain':>7} {'RSS MB':>8}  "
           + " ".join(f"{p:>6}" for p in PHASES))
     for row in rows:
         shares = " ".join(f"{row['phase_share'][p]:>6.0%}" for p in PHASES)
         print(f"{row['path']:<8} {row['num_envs']:>4} {row['replay']:<7} {row['steps_per_s']:>9,.0f} "
-              f"{row.get('ratio_over_plain', 1.0):>7.2f} {row['rss_mib']:>8,.0f}  {shares}")
+              f"{row.get('ratio_over_plain', 1.0):>7.2f} {row['rss_mib'] * 2**20 / 1e6:>8,.0f}  {shares}")
     print(f"fast / plain = {best['ratio_over_plain']:.2f}x (best: {best['path']})")
 
 

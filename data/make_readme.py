@@ -193,8 +193,8 @@ def executions_line(root: Path = ROOT) -> str:
     records = json.loads(path.read_text(encoding="utf-8"))["executions"] if path.is_file() else {}
     if not records:
         return "No notebook execution is recorded yet (`make execute` records them in `data/executions.json`)."
-    machines = sorted({(f"{r['machine']['cores']}-core {r['machine']['cpu']}, {r['machine']['ram_gib']:.0f} GiB RAM, "
-                        f"{r['machine']['torch_threads']} torch threads") for r in records.values()})
+    machines = sorted({(f"{m['cores']}-core {m['cpu']}, {m['ram_gib'] * 2**30 / 1e9:.0f} GB RAM, "
+                        f"{m['torch_threads']} torch threads") for m in (r["machine"] for r in records.values())})
     starts = sorted(r["start"] for r in records.values())
     ends = sorted(r["end"] for r in records.values())
     most = max(r["others_cores"] for r in records.values())
@@ -230,9 +230,9 @@ def _bench(root: Path, name: str) -> dict:
 
 
 def _machine(env: dict) -> str:
-    """``2026-11-21 10:55, 2-core Intel(R) Xeon(R) Processor, 24 GiB RAM, 1-minute load average 0.97``."""
+    """``2026-11-21 10:55, 2-core Intel(R) Xeon(R) Processor, 25 GB RAM, 1-minute load average 0.97``."""
     return (f"{env['date'][:16].replace('T', ' ')}, {env['cpu_count']}-core {env['cpu']}, "
-            f"{env['ram_total'] / 2**30:.0f} GiB RAM, 1-minute load average {env['load_avg_1min']:.2f} at the end")
+            f"{env['ram_total'] / 1e9:.0f} GB RAM, 1-minute load average {env['load_avg_1min']:.2f} at the end")
 
 
 def _x(value: float) -> str:
@@ -378,9 +378,9 @@ def throughput_body(root: Path = ROOT) -> str:
         lines += [f"`{path.relative_to(root)}`: `python {doc['command']}` ({_machine(doc['environment'])}; "
                   f"{s['window']:,} agent steps timed after learning starts, buffer {s['buffer_size']:,}, "
                   f"device {s.get('gpu') or s['device']}):", "",
-                  "| path | envs | replay | agent steps/s | × plain | RSS MiB |", "|---|---:|---|---:|---:|---:|"]
+                  "| path | envs | replay | agent steps/s | × plain | RSS MB |", "|---|---:|---|---:|---:|---:|"]
         lines += [f"| {r['path']} | {r['num_envs']} | {r['replay']} | {r['steps_per_s']:,.0f} | "
-                  f"{r.get('ratio_over_plain', 1.0):.2f}× | {r['rss_mib']:,.0f} |" for r in doc["rows"]]
+                  f"{r.get('ratio_over_plain', 1.0):.2f}× | {r['rss_mib'] * 2**20 / 1e6:,.0f} |" for r in doc["rows"]]
         lines.append("")
     if not saved:
         doc = _bench(root, "refactor-before-after.json")

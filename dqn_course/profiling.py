@@ -21,8 +21,10 @@ from typing import Any
 import numpy as np
 import psutil
 
-GiB = 1024**3
-MiB = 1024**2
+# The course's one unit system is decimal (SI): 1 GB = 10^9 bytes, so 1M frames of 84 x 84 bytes are 7.056 GB.
+GB = 10**9
+MB = 10**6
+MiB = 2**20  # only for data in 2^20-byte units: memory-profiler's readings, the rss_mb column of log.csv
 
 
 class InsufficientMemoryError(MemoryError):
@@ -40,11 +42,11 @@ def available_bytes() -> int:
 
 
 def format_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB'; for messages and tables."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
+    """1536 -> '1.5 kB' (decimal units, the course's one system); for messages and tables."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
+        n /= 1000
     raise AssertionError("unreachable")
 
 

@@ -59,7 +59,7 @@ from dqn_course.envs import make_vector_envs
 from dqn_course.evaluate import EVAL_SEED_OFFSET, play_games
 from dqn_course.learner import DeviceLearner, EagerLearner
 from dqn_course.networks import NatureCNN
-from dqn_course.profiling import InsufficientMemoryError, available_bytes, check_fits, format_bytes, rss_bytes
+from dqn_course.profiling import InsufficientMemoryError, MiB, available_bytes, check_fits, format_bytes, rss_bytes
 from dqn_course.replay import MultiStreamMemory
 from dqn_course.replay.stores import CODECS, STORAGES, InsufficientDiskError, check_disk_space, planned_host_bytes
 from dqn_course.stopping import StopRequests
@@ -495,6 +495,8 @@ def _significant(value: float | None, digits: int = 6) -> float | None:
     return None if value is None else float(f"{value:.{digits}g}")
 
 
+# One row per finished game; rss_mb is the process's resident set size in MiB (2^20 bytes), the unit every recorded
+# log.csv under data/ has.
 LOG_FIELDS = ["step", "episode_return", "episode_length", *UPDATE_STATS, "epsilon", "replay_size", "rss_mb",
               "steps_per_s"]
 
@@ -527,7 +529,7 @@ class GameLog:
         self.counters["episodes"] += 1
         row = {"step": step, "episode_return": score, "episode_length": length,
                **{k: _blank_if_none(_significant(stats.get(k))) for k in UPDATE_STATS}, "epsilon": round(eps, 4),
-               "replay_size": replay_size, "rss_mb": round(rss_bytes() / 2**20, 1),
+               "replay_size": replay_size, "rss_mb": round(rss_bytes() / MiB, 1),
                "steps_per_s": round((step - self.last_step) / max(now - self.last_t, 1e-9), 1)}
         self.log.write(**row)
         if self.scalars is not None:
@@ -624,7 +626,7 @@ def train(cfg: Config, *, targets: Callable = td_targets, loss: Callable = td_lo
     scalars = TensorBoardScalars(out, resume_step) if cfg.tensorboard else None
     games = GameLog(CsvLog(out / "log.csv", LOG_FIELDS, resume_step), n, step, counters, scalars)
     eval_log = CsvLog(out / "eval.csv", ["step", "mean_return", "std_return", "episodes"], resume_step)
-    watchdog = MemoryWatchdog(int(cfg.max_rss_gb * 2**30), int(cfg.min_available_gb * 2**30))
+    watchdog = MemoryWatchdog(int(cfg.max_rss_gb * 1e9), int(cfg.min_available_gb * 1e9))
     timer = RunTimer(step)
     stopped = None
     obs, info = envs.reset(seed=cfg.seed + step)  # a resumed run starts new games, not the same ones again
@@ -784,7 +786,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
     print(f"{'stopped' if summary['stopped'] else 'done'}: {summary['steps']:,} steps in {summary['seconds']:.0f} s "
           f"({summary['steps_per_s']:.0f} steps/s on {summary['device']}), {summary['episodes']} games, "
-          f"replay {summary['replay_bytes'] / 2**20:,.0f} MiB; files in {summary['out_dir']}")
+          f"replay {format_bytes(summary['replay_bytes'])}; files in {summary['out_dir']}")
     if summary["graph_fallback"]:
         print(f"updates ran eagerly, without a CUDA graph: {summary['graph_fallback']}")
     if summary["stopped"]:

@@ -14,7 +14,7 @@ from dqn_course import train as train_module
 from dqn_course.agent import DQNAgent
 from dqn_course.checkpoint import training_state, write_checkpoint
 from dqn_course.lab import playback
-from dqn_course.profiling import GiB, InsufficientMemoryError, format_bytes, measure_in_subprocess
+from dqn_course.profiling import GB, InsufficientMemoryError, format_bytes, measure_in_subprocess
 from dqn_course.replay import MultiStreamMemory
 from dqn_course.replay.stores import TorchFrames
 from dqn_course.train import (
@@ -93,10 +93,10 @@ def test_a_gpu_plan_puts_the_bank_and_networks_on_the_gpu_and_a_checkpoint_copy_
 
 @pytest.fixture
 def small_gpu(monkeypatch):
-    """A CUDA GPU with 4 GiB free, as torch reports it (nothing else of CUDA may be used), and RAM to spare."""
+    """A CUDA GPU with 4 GB free, as torch reports it (nothing else of CUDA may be used), and RAM to spare."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (4 * GiB, 16 * GiB))
-    monkeypatch.setattr(profiling, "available_bytes", lambda: 1024 * GiB)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (4 * GB, 16 * GB))
+    monkeypatch.setattr(profiling, "available_bytes", lambda: 1024 * GB)
 
     def refuse(*args, **kwargs):
         raise AssertionError("built before the memory check")
@@ -111,7 +111,7 @@ def test_a_gpu_that_cannot_hold_the_device_replay_is_refused_before_anything_is_
         main(["--preset", "breakout-fast", "--device", "cuda", "--out-dir", str(out), "--progress", "false"])
     assert info.value.code == 2
     err = capsys.readouterr().err
-    assert "--buffer-size 1,000,000 frames: 6.6 GiB" in err and "4.0 GiB free" in err
+    assert "--buffer-size 1,000,000 frames: 7.1 GB" in err and "4.0 GB free" in err
     assert "--replay-on-device false" in err
     fits = int(re.search(r"--buffer-size ([\d,]+) or less", err).group(1).replace(",", ""))
     assert 0 < fits < 1_000_000 and fits % 8 == 0
@@ -123,7 +123,7 @@ def test_a_gpu_that_cannot_hold_the_device_replay_is_refused_before_anything_is_
 
 
 def test_a_device_frame_store_checks_the_gpus_free_memory_before_allocating(small_gpu):
-    with pytest.raises(InsufficientMemoryError, match=r"needs 6\.6 GiB on cuda, which has 4\.0 GiB free"):
+    with pytest.raises(InsufficientMemoryError, match=r"needs 7\.1 GB on cuda, which has 4\.0 GB free"):
         TorchFrames(1_000_000, (84, 84), "cuda", what="a bank")
 
 
@@ -147,7 +147,7 @@ def test_dry_run_prints_the_plan_and_builds_nothing(preset, tmp_path, capsys, mo
 def test_dry_run_plans_for_a_gpu_this_machine_lacks(tmp_path, capsys):
     main(["--preset", "breakout-fast", "--device", "cuda", "--out-dir", str(tmp_path), "--dry-run"])
     printed = capsys.readouterr().out
-    assert re.search(r"^cuda memory:\s+6\.6 GiB$", printed, re.M)
+    assert re.search(r"^cuda memory:\s+7\.1 GB$", printed, re.M)
     assert "this machine would refuse the run: --device cuda asks for a CUDA GPU" in printed
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from _subprocess_helpers import allocate_and_keep, die_hard, raise_value_error, sleep_for
 from dqn_course.profiling import (
-    GiB,
-    MiB,
+    GB,
+    MB,
     FitReport,
     LinearFit,
     TraceMalloc,
@@ -64,10 +64,10 @@ def test_fits_in_ram_arithmetic():
     assert r == FitReport(items=10, bytes_per_item=100, needed=1_000, available=2_000, fits=True, max_items=10)
     r = fits_in_ram(11, 100, fraction=0.5, available=2_000)
     assert not r.fits and r.needed == 1_100 and r.max_items == 10
-    # The memory ladder's bottom and top rungs on a 16 GiB laptop.
-    assert fits_in_ram(1_000_000, 7_072, available=16 * GiB).fits
-    big = fits_in_ram(1_000_000, 201_600, available=16 * GiB)
-    assert not big.fits and big.needed == 201_600_000_000 and big.max_items == int(0.9 * 16 * GiB // 201_600)
+    # The memory ladder's bottom and top rungs on a 16 GB laptop.
+    assert fits_in_ram(1_000_000, 7_072, available=16 * GB).fits
+    big = fits_in_ram(1_000_000, 201_600, available=16 * GB)
+    assert not big.fits and big.needed == 201_600_000_000 and big.max_items == int(0.9 * 16 * GB // 201_600)
     assert fits_in_ram(5, 0, available=100).max_items == 0
 
 
@@ -78,9 +78,9 @@ def test_fits_in_ram_defaults_to_this_machine():
 
 
 @pytest.mark.parametrize("n, text", [
-    (0, "0 B"), (512, "512 B"), (1023, "1,023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (7_056, "6.9 KiB"),
-    (MiB, "1.0 MiB"), (7_056_000_000, "6.6 GiB"), (GiB, "1.0 GiB"), (5 * 1024**4, "5.0 TiB"),
-    (2_048 * 1024**4, "2,048.0 TiB"), (-1536, "-1.5 KiB"),
+    (0, "0 B"), (512, "512 B"), (999, "999 B"), (1000, "1.0 kB"), (1536, "1.5 kB"), (7_056, "7.1 kB"),
+    (MB, "1.0 MB"), (7_056_000_000, "7.1 GB"), (GB, "1.0 GB"), (5 * 10**12, "5.0 TB"),
+    (2_048 * 10**12, "2,048.0 TB"), (-1536, "-1.5 kB"), (2**30, "1.1 GB"),
 ])
 def test_format_bytes(n, text):
     assert format_bytes(n) == text

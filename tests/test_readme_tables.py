@@ -104,7 +104,7 @@ def test_the_curriculum_names_the_recorded_machine(tmp_path):
               "start": "2026-11-24T10:00:00+00:00", "end": "2026-11-24T10:03:00+00:00", "others_cores": 0.02}
     (tmp_path / "data" / "executions.json").write_text(json.dumps({"executions": {"00_a": record}}))
     line = make_readme.executions_line(tmp_path)
-    assert "on 2-core AMD EPYC, 24 GiB RAM, 2 torch threads" in line and "2026-11-24 10:00" in line
+    assert "on 2-core AMD EPYC, 25 GB RAM, 2 torch threads" in line and "2026-11-24 10:00" in line
     assert "at most 2% of a core" in line
 
 
@@ -120,5 +120,5 @@ def test_a_recorded_throughput_run_replaces_the_fallback(tmp_path):
            "settings": {"device": "cuda", "gpu": "a GPU", "window": 50_000, "buffer_size": 1_000_000}}
     (bench / "throughput-gpu.json").write_text(json.dumps(doc), encoding="utf-8")
     body = make_readme.throughput_body(tmp_path)
-    assert "| fast | 8 | cuda | 2,000 | 5.00× | 1,500 |" in body and "a GPU" in body
+    assert "| fast | 8 | cuda | 2,000 | 5.00× | 1,573 |" in body and "a GPU" in body
     assert "refactor-before-after" not in body

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dqn_course import profiling
-from dqn_course.profiling import GiB, InsufficientMemoryError, check_fits, fits_in_ram, format_bytes, rss_bytes
+from dqn_course.profiling import GB, InsufficientMemoryError, check_fits, fits_in_ram, format_bytes, rss_bytes
 from dqn_course.replay import (
     MEMORY_CLASSES,
     FoldedRingMemory,
@@ -243,9 +243,9 @@ def test_frame_sharing_first_state_of_any_padding_is_rebuilt_exactly(memory_padd
 
 
 # -- the memory guard --------------------------------------------------------------------------------
-_SIZE = re.compile(r"needs ([\d,.]+) (B|KiB|MiB|GiB|TiB) but this machine has "
-                   r"([\d,.]+ (?:B|KiB|MiB|GiB|TiB)) available")
-_UNIT = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+_SIZE = re.compile(r"needs ([\d,.]+) (B|kB|MB|GB|TB) but this machine has "
+                   r"([\d,.]+ (?:B|kB|MB|GB|TB)) available")
+_UNIT = {"B": 1, "kB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 
 
 def _parse_needed(message: str) -> tuple[float, str]:
@@ -271,7 +271,7 @@ except ImportError:  # pragma: no cover - older package
 @pytest.mark.parametrize("name", sorted(GUARDED))
 def test_guard_refuses_before_allocating(name, monkeypatch):
     make, frame_bytes = GUARDED[name]
-    monkeypatch.setattr(profiling, "available_bytes", lambda: 8 * GiB)
+    monkeypatch.setattr(profiling, "available_bytes", lambda: 8 * GB)
     capacity = 10**9
     rss0 = rss_bytes()
     tracemalloc.start()
@@ -286,7 +286,7 @@ def test_guard_refuses_before_allocating(name, monkeypatch):
     needed, available = _parse_needed(message)
     # format_bytes keeps one decimal: the stated need is the frames plus a few bytes of bookkeeping.
     assert frame_bytes * capacity * 0.99 <= needed <= (frame_bytes + 64) * capacity * 1.01, message
-    assert available == "8.0 GiB", message
+    assert available == "8.0 GB", message
     assert "capacity=1,000,000,000" in message
     assert peak < 5 * 2**20, f"the guard allocated {peak:,} bytes before refusing"
     assert rss_bytes() - rss0 < 50 * 2**20
@@ -294,7 +294,7 @@ def test_guard_refuses_before_allocating(name, monkeypatch):
 
 def test_guard_uses_the_real_available_memory():
     rss0 = rss_bytes()
-    with pytest.raises(InsufficientMemoryError, match=r"needs [\d,.]+ TiB but this machine has [\d,.]+ \w+ available"):
+    with pytest.raises(InsufficientMemoryError, match=r"needs [\d,.]+ TB but this machine has [\d,.]+ \w+ available"):
         FrameSharingMemory(10**9, (4, 84, 84))
     with pytest.raises(MemoryError):  # catchable as the builtin
         StackedRingMemory(10**9, (4, 84, 84))
@@ -302,29 +302,29 @@ def test_guard_uses_the_real_available_memory():
 
 
 def test_guard_lets_a_fitting_buffer_through(monkeypatch):
-    monkeypatch.setattr(profiling, "available_bytes", lambda: 8 * GiB)
+    monkeypatch.setattr(profiling, "available_bytes", lambda: 8 * GB)
     memory = FrameSharingMemory(1_000, (4, 84, 84))  # ~7 MB
     assert memory.nbytes >= 1_000 * 84 * 84
 
 
 def test_check_fits_with_explicit_available():
     check_fits(900, available=1000)  # exactly 90%: fits
-    with pytest.raises(InsufficientMemoryError, match=r"needs 901 B but this machine has 1,000 B available"):
+    with pytest.raises(InsufficientMemoryError, match=r"needs 901 B but this machine has 1\.0 kB available"):
         check_fits(901, available=1000)
     check_fits(500, available=1000, fraction=0.5)
     with pytest.raises(InsufficientMemoryError, match=r"limit: 50% of that = 500 B"):
         check_fits(501, available=1000, fraction=0.5)
-    with pytest.raises(InsufficientMemoryError, match=r"my ring needs 2\.0 GiB but this machine has 1\.0 GiB"):
-        check_fits(2 * GiB, "my ring", available=GiB)
+    with pytest.raises(InsufficientMemoryError, match=r"my ring needs 2\.0 GB but this machine has 1\.0 GB"):
+        check_fits(2 * GB, "my ring", available=GB)
 
 
 def test_fits_in_ram_with_explicit_available():
-    r = fits_in_ram(1_000_000, 7_072, available=16 * GiB)
-    assert r.needed == 7_072_000_000 and r.available == 16 * GiB and r.fits
-    assert r.max_items == int(0.9 * 16 * GiB // 7_072)
-    r = fits_in_ram(1_000_000, 56_448, available=16 * GiB)
+    r = fits_in_ram(1_000_000, 7_072, available=16 * GB)
+    assert r.needed == 7_072_000_000 and r.available == 16 * GB and r.fits
+    assert r.max_items == int(0.9 * 16 * GB // 7_072)
+    r = fits_in_ram(1_000_000, 56_448, available=16 * GB)
     assert not r.fits and r.needed == 56_448_000_000
-    assert r.max_items * 56_448 <= 0.9 * 16 * GiB < (r.max_items + 1) * 56_448
+    assert r.max_items * 56_448 <= 0.9 * 16 * GB < (r.max_items + 1) * 56_448
 
 
 def test_prefault_makes_rss_grow_by_the_buffer_size():

@@ -98,7 +98,7 @@ def test_resume_refuses_a_different_replay_shape(tmp_path):
 
 @pytest.mark.slow
 def test_watchdog_stops_the_run_with_a_checkpoint_and_the_run_resumes(tmp_path):
-    stopped = train(quick_config(tmp_path, total_steps=600, max_rss_gb=1e-6))  # any process is above 1 KiB
+    stopped = train(quick_config(tmp_path, total_steps=600, max_rss_gb=1e-6))  # any process is above 1 kB
     assert "memory watchdog: process RSS" in stopped["stopped"]
     assert stopped["steps"] == 1, "the first check is at the first step"
     assert [p.name for p in list_checkpoints(tmp_path)] == ["state-0000000001.ckpt"]

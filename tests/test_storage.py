@@ -133,7 +133,7 @@ def test_compressed_nbytes_counts_payloads_and_headers():
 # -- what is checked before anything is built ----------------------------------------------------------------
 def test_disk_is_refused_before_the_file_exists(tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**12, 10**12 - 10**6, 10**6))
-    with pytest.raises(InsufficientDiskError, match=r"needs 6\.7 MiB on disk but .* has 976\.6 KiB free"):
+    with pytest.raises(InsufficientDiskError, match=r"needs 7\.1 MB on disk but .* has 1\.0 MB free"):
         FrameSharingMemory(1_000, storage="disk", path=tmp_path)
     with pytest.raises(InsufficientDiskError, match="MultiStreamMemory"):
         MultiStreamMemory(1_000, 4, storage="disk", path=tmp_path)

@@ -28,13 +28,13 @@ def test_off_by_default_and_quiet_below_the_limits(monkeypatch):
 def test_rss_limit_warns_once_then_stops(monkeypatch):
     dog = MemoryWatchdog(max_rss_bytes=1000, interval_s=0)
     fake_memory(monkeypatch, rss=950, available=10**9)
-    with pytest.warns(MemoryWarning, match="RSS 950 B is above 90% of the limit 1,000 B"):
+    with pytest.warns(MemoryWarning, match="RSS 950 B is above 90% of the limit 1.0 kB"):
         assert dog.check() is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the second time near the limit: no new warning
         assert dog.check() is None
     fake_memory(monkeypatch, rss=1000, available=10**9)
-    assert dog.check() == "memory watchdog: process RSS 1,000 B reached the limit 1,000 B"
+    assert dog.check() == "memory watchdog: process RSS 1.0 kB reached the limit 1.0 kB"
 
 
 def test_available_floor_warns_then_stops(monkeypatch):

@@ -251,7 +251,7 @@ def print_results(rows: list[dict], as_json: bool, tables: Callable[[], str], wh
         return
     print(tables())
     env = environment_info()
-    print(f"\n{what} in {seconds:.0f} s on {env['cpu_count']} cores, {env['ram_total'] / 1024**3:.1f} GiB RAM; "
+    print(f"\n{what} in {seconds:.0f} s on {env['cpu_count']} cores, {env['ram_total'] / 1e9:.1f} GB RAM; "
           + (f"{note}; " if note else "") + f"1-min load average {env['load_avg_1min']}")
 
 

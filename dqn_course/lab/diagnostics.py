@@ -24,6 +24,7 @@ import numpy as np
 from dqn_course import check_arg
 from dqn_course.lab import checks
 from dqn_course.lab.playback import moving_average, read_log, recorded_runs
+from dqn_course.profiling import GB, MiB
 
 # The learner's functions ``train.train`` takes, and the check (in ``checks``) each must pass before it trains.
 CHECKS = {"targets": "check_td_targets", "loss": "check_td_loss", "epsilon": "check_epsilon_schedule"}
@@ -135,8 +136,8 @@ def plot_diagnostics(runs: dict[str, str | Path | dict], title: str = "", window
             shown = moving_average(values[keep], window) if column in SMOOTHED else values[keep]
             ax.plot(steps[keep], shown, color=color, label=name)
             if rss is not None and "rss_mb" in log:
-                rss.plot(steps, log["rss_mb"], color=color, linestyle=":", alpha=0.7)
-                rss.set_ylabel("RSS (MiB, dotted)")
+                rss.plot(steps, log["rss_mb"] * MiB / GB, color=color, linestyle=":", alpha=0.7)  # column in MiB
+                rss.set_ylabel("RSS (GB, dotted)")
         ax.set_title(label + (f" ({window}-game mean)" if column in SMOOTHED else ""), fontsize=9)
         ax.set_xlabel("agent step")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k" if x else "0"))

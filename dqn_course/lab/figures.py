@@ -71,8 +71,8 @@ def machine() -> dict:
 
 
 def describe(m: dict) -> str:
-    """``2-core AMD EPYC, 24 GiB RAM`` (plus the GPU when there was one)."""
-    text = f"{m['cores']}-core {m['cpu']}, {m['ram_gib']:.0f} GiB RAM"
+    """``2-core AMD EPYC, 25 GB RAM`` (plus the GPU when there was one)."""
+    text = f"{m['cores']}-core {m['cpu']}, {m['ram_gib'] * 2**30 / 1e9:.0f} GB RAM"
     return text + (f", {m['gpu']}" if m.get("gpu") else "")
 
 

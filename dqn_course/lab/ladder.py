@@ -139,7 +139,7 @@ def _row(stage: Stage, capacity: int, m: dict, seconds: float, available: int) -
     }
 
 
-def run_ladder(transitions_per_stage: int | None = None, stages=STAGES, max_bytes_per_stage: int = 2 * 1024**3,
+def run_ladder(transitions_per_stage: int | None = None, stages=STAGES, max_bytes_per_stage: int = 2 * 10**9,
                with_tracemalloc: bool = True, progress: Callable[[str], None] | None = None) -> list[dict]:
     """Measure every stage in its own fresh process; one row (dict) per stage.
 
