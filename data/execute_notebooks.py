@@ -12,8 +12,9 @@ Why: a notebook's committed timings are only worth reading if nothing else ran b
   back in place with the outputs of its ``answer`` and ``solution`` cells removed (they would give answers away);
 * appends to ``data/executions.json`` one record per notebook (the newest replaces the older): the machine (CPU
   model, cores, RAM, torch threads), start and end (UTC), wall time, the load average before and after, the CPU
-  seconds that processes outside this execution used meanwhile, and a SHA-256 of the notebook's code cells
-  (sources and outputs) as written.
+  seconds that processes outside this execution used meanwhile, a SHA-256 of the notebook's code cells
+  (sources and outputs) as written, and what each ``answer`` cell printed before it was emptied (for
+  ``tests/test_predictions.py``).
 
 ``tests/test_executions.py`` fails when two recorded executions overlap in time, when a committed notebook has no
 record whose hash matches it, or when a record shows other processes busy beside it.
@@ -50,6 +51,17 @@ def cells_digest(nb: dict) -> str:
     cells = [("".join(c["source"]) if isinstance(c["source"], list) else c["source"], c.get("outputs", []))
              for c in nb["cells"] if c["cell_type"] == "code"]
     return hashlib.sha256(json.dumps(cells, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
+
+
+def answers(nb: dict) -> dict[str, str]:
+    """The text each ``answer`` cell printed, by cell index: what the learner measures after predicting, kept in the
+    record (not on the page) so that a test can check that nothing above the prediction states it."""
+    found = {}
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code" and "answer" in cell.get("metadata", {}).get("tags", []):
+            found[str(i)] = "".join("".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+                                    for out in cell.get("outputs", []))
+    return found
 
 
 def hide_answers(nb: dict) -> None:
@@ -209,6 +221,7 @@ def execute(path: Path, timeout: int) -> dict:
                        resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     wall = time.perf_counter() - t0
     end = datetime.now(timezone.utc)
+    measured = answers(nb)
     hide_answers(nb)
     nbformat.write(nb, path)
     written = json.loads(path.read_text(encoding="utf-8"))
@@ -218,7 +231,7 @@ def execute(path: Path, timeout: int) -> dict:
             "wall_s": round(wall, 1), "load_before": [round(x, 2) for x in load_before],
             "load_after": [round(x, 2) for x in os.getloadavg()],
             "others_cpu_s": round(others.seconds, 1), "others_cores": round(others.seconds / wall, 3),
-            "cores": cores, "cells_sha256": cells_digest(written)}
+            "cores": cores, "cells_sha256": cells_digest(written), "answers": measured}
 
 
 def main() -> None:

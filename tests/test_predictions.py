@@ -1,0 +1,113 @@
+"""No answer on the page before the learner answers (notebooks/README.md, rule 6), checked by the numbers.
+
+``make execute`` keeps what each ``answer`` cell printed in ``data/executions.json`` before it empties the cell. For
+each prediction, every number of 10 or more that its answer printed is looked for in everything on the page above the
+answer cell (markdown, code and outputs as committed): a number there that the prediction's check would accept as the
+prediction (within the check's ``rel``) gives the answer away. Counts below 10 are not looked for: such numbers are on
+any page (they are guarded by the rule that the measurement sits in the answer cell)."""
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from dqn_course.lab import checks
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+MANIFEST = ROOT / "data" / "executions.json"
+NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?")
+REL = re.compile(r"\brel\s*=\s*([0-9.e-]+)")
+DEFAULT_REL = inspect.signature(checks.check_prediction).parameters["rel"].default
+SMALLEST = 10
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else (value or "")
+
+
+def numbers(text: str) -> list[float]:
+    return [float(m.replace(",", "")) for m in NUMBER.findall(text)]
+
+
+def page_text(cell: dict) -> str:
+    """What a reader sees of a cell: its source and its text outputs (images are not read)."""
+    outs = "".join(_text(o.get("text")) + _text(o.get("data", {}).get("text/plain")) for o in cell.get("outputs", []))
+    return _text(cell.get("source")) + "\n" + outs
+
+
+def tolerance(cells: list[dict], answer_at: int) -> float:
+    """The ``rel`` of the first check after the answer cell (the check's default when it names none)."""
+    for cell in cells[answer_at + 1:]:
+        source = _text(cell.get("source"))
+        if "checks.check_" in source:
+            found = REL.search(source)
+            return float(found.group(1)) if found else DEFAULT_REL
+    return DEFAULT_REL
+
+
+def given_away(cells: list[dict], answer_at: int, answer_text: str) -> list[str]:
+    """Each place above the answer cell that states a number the prediction's check would accept."""
+    rel = tolerance(cells, answer_at)
+    wanted = [a for a in numbers(answer_text) if abs(a) >= SMALLEST]
+    found = []
+    for i, cell in enumerate(cells[:answer_at]):
+        for x in numbers(page_text(cell)):
+            for a in wanted:
+                if abs(x - a) <= rel * abs(a):
+                    found.append(f"cell {i} states {x:g}, the answer of cell {answer_at} ({a:g}, within {rel:g})")
+    return sorted(set(found))
+
+
+def answer_cells(nb: dict) -> list[int]:
+    return [i for i, c in enumerate(nb["cells"])
+            if c["cell_type"] == "code" and "answer" in c.get("metadata", {}).get("tags", [])]
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if answer_cells(json.loads(p.read_text(encoding="utf-8")))],
+                         ids=lambda p: p.stem)
+def test_nothing_above_a_prediction_states_its_answer(path):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    record = json.loads(MANIFEST.read_text(encoding="utf-8"))["executions"].get(path.stem, {})
+    recorded = record.get("answers")
+    assert recorded is not None, f"no recorded answers: re-execute it (make execute NB={path.stem.split('_')[0]})"
+    at = answer_cells(nb)
+    assert sorted(map(int, recorded)) == at, "the recorded answers are not this notebook's answer cells: re-execute"
+    assert all(numbers(recorded[str(i)]) for i in at), "an answer cell printed no number"
+    assert [hit for i in at for hit in given_away(nb["cells"], i, recorded[str(i)])] == []
+
+
+def _md(text: str) -> dict:
+    return {"cell_type": "markdown", "source": text}
+
+
+def _code(source: str, out: str = "", tags=()) -> dict:
+    outputs = [{"output_type": "stream", "name": "stdout", "text": out}] if out else []
+    return {"cell_type": "code", "source": source, "metadata": {"tags": list(tags)}, "outputs": outputs}
+
+
+CHECK = _code('checks.check_prediction(prediction, factor, "the factor", rel=0.05)')
+
+
+@pytest.mark.parametrize("above, expected", [
+    ([_code("print(top / bottom)", "114.3x less than the top\n")], 1),      # an output within the check's 5%
+    ([_md("The bottom rung needs 113 times less.")], 1),                     # the text
+    ([_code("factor = 806_400 / 7_056  # 114.3")], 1),                       # a comment in the code
+    ([_md("Predict the factor from 806,400 bytes down to 7,056 bytes.")], 0),  # the inputs, not the answer
+    ([_code("print(n)", "121.0\n")], 0),                                     # outside the check's tolerance
+])
+def test_a_planted_answer_above_its_prediction_is_found(above, expected):
+    cells = [*above, _md("Predict the factor."), _code("prediction = None"),
+             _code("# answer: run this after your prediction\nprint(f'measured: {factor:.0f}x')", tags=["answer"]),
+             CHECK]
+    assert len(given_away(cells, len(above) + 2, "measured: 113x\n")) == expected
+
+
+def test_an_exact_check_flags_only_the_exact_number():
+    cells = [_md("A batch holds 32 transitions."), _code("# answer: ...", tags=["answer"]),
+             _code('checks.check_prediction(prediction, calls, "the calls", rel=0)')]
+    assert given_away(cells, 1, "predict called 33 times\n") == []
+    assert given_away(cells, 1, "predict called 32 times\n") != []
