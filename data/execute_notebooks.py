@@ -60,7 +60,7 @@ def answers(nb: dict) -> dict[str, str]:
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] == "code" and "answer" in cell.get("metadata", {}).get("tags", []):
             found[str(i)] = "".join("".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
-                                    for out in cell.get("outputs", []))
+                                    for out in cell.get("outputs", []) if out.get("name") != "stderr")
     return found
 
 

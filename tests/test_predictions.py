@@ -1,10 +1,10 @@
 """No answer on the page before the learner answers (notebooks/README.md, rule 6), checked by the numbers.
 
-``make execute`` keeps what each ``answer`` cell printed in ``data/executions.json`` before it empties the cell. For
-each prediction, every number of 10 or more that its answer printed is looked for in everything on the page above the
-answer cell (markdown, code and outputs as committed): a number there that the prediction's check would accept as the
-prediction (within the check's ``rel``) gives the answer away. Counts below 10 are not looked for: such numbers are on
-any page (they are guarded by the rule that the measurement sits in the answer cell)."""
+``make execute`` keeps what each ``answer`` cell printed in ``data/executions.json`` before it empties the cell; an
+answer cell prints its measured value last (or after ``measured:``). That value is looked for in everything on the page above the answer cell
+(markdown, code and outputs as committed): a number there that the prediction's check would accept as the prediction
+(within the check's ``rel``) gives the answer away. Answers below 10 are not looked for: such counts are on any page
+(they are guarded by the rule that the measurement sits in the answer cell)."""
 from __future__ import annotations
 
 import inspect
@@ -39,6 +39,13 @@ def page_text(cell: dict) -> str:
     return _text(cell.get("source")) + "\n" + outs
 
 
+def measured_value(answer_text: str) -> float | None:
+    """The answer's measured value: the first number after the last ``measured:``, else the last number printed."""
+    tail = answer_text.rsplit("measured:", 1)[1] if "measured:" in answer_text else None
+    found = numbers(tail)[:1] if tail is not None else numbers(answer_text)[-1:]
+    return found[0] if found else None
+
+
 def tolerance(cells: list[dict], answer_at: int) -> float:
     """The ``rel`` of the first check after the answer cell (the check's default when it names none)."""
     for cell in cells[answer_at + 1:]:
@@ -52,7 +59,8 @@ def tolerance(cells: list[dict], answer_at: int) -> float:
 def given_away(cells: list[dict], answer_at: int, answer_text: str) -> list[str]:
     """Each place above the answer cell that states a number the prediction's check would accept."""
     rel = tolerance(cells, answer_at)
-    wanted = [a for a in numbers(answer_text) if abs(a) >= SMALLEST]
+    value = measured_value(answer_text)
+    wanted = [value] if value is not None and abs(value) >= SMALLEST else []
     found = []
     for i, cell in enumerate(cells[:answer_at]):
         for x in numbers(page_text(cell)):
@@ -76,7 +84,7 @@ def test_nothing_above_a_prediction_states_its_answer(path):
     assert recorded is not None, f"no recorded answers: re-execute it (make execute NB={path.stem.split('_')[0]})"
     at = answer_cells(nb)
     assert sorted(map(int, recorded)) == at, "the recorded answers are not this notebook's answer cells: re-execute"
-    assert all(numbers(recorded[str(i)]) for i in at), "an answer cell printed no number"
+    assert all(measured_value(recorded[str(i)]) is not None for i in at), "an answer cell printed no number"
     assert [hit for i in at for hit in given_away(nb["cells"], i, recorded[str(i)])] == []
 
 
@@ -109,5 +117,15 @@ def test_a_planted_answer_above_its_prediction_is_found(above, expected):
 def test_an_exact_check_flags_only_the_exact_number():
     cells = [_md("A batch holds 32 transitions."), _code("# answer: ...", tags=["answer"]),
              _code('checks.check_prediction(prediction, calls, "the calls", rel=0)')]
-    assert given_away(cells, 1, "predict called 33 times\n") == []
-    assert given_away(cells, 1, "predict called 32 times\n") != []
+    assert given_away(cells, 1, "one replay of 32 transitions called predict 33 times\n") == []
+    assert given_away(cells, 1, "one replay of 16 transitions called predict 32 times\n") != []
+
+
+@pytest.mark.parametrize("text, value", [
+    ("one replay() of 32 sampled transitions called predict 64 times\n", 64),
+    ("A.L.E banner 0.12.1\nmeasured: 113x\n", 113),
+    ("transitions 0..99: 100 transitions\nmeasured: 733,824 bytes of pixels (4-frame state + 100 frames)\n", 733_824),
+    ("nothing to see\n", None),
+])
+def test_the_measured_value_is_read_from_what_the_answer_printed(text, value):
+    assert measured_value(text) == value
