@@ -1,10 +1,10 @@
 """No answer on the page before the learner answers (notebooks/README.md, rule 6), checked by the numbers.
 
 ``make execute`` keeps what each ``answer`` cell printed in ``data/executions.json`` before it empties the cell; an
-answer cell prints its measured value last (or after ``measured:``). That value is looked for in everything on the page above the answer cell
-(markdown, code and outputs as committed): a number there that the prediction's check would accept as the prediction
-(within the check's ``rel``) gives the answer away. Answers below 10 are not looked for: such counts are on any page
-(they are guarded by the rule that the measurement sits in the answer cell)."""
+answer cell prints its measured value last (or after ``measured:``). That value is looked for in everything on the
+page above the answer cell (markdown, code and outputs as committed): a number there that the prediction's check
+would accept as the prediction (within the check's ``rel``) gives the answer away. Answers below 10 are not looked
+for: such counts are on any page (they are guarded by the rule that the measurement sits in the answer cell)."""
 from __future__ import annotations
 
 import inspect
