@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -201,3 +203,35 @@ def test_a_stop_between_evaluations_keeps_the_last_measured_policy(tmp_path, mon
     saved = torch.load(tmp_path / "checkpoint.pt", map_location="cpu", weights_only=True)
     assert saved["step"] == 300 and saved["evaluation"]["games"] == 1
     assert [p.name for p in list_checkpoints(tmp_path)] == ["state-0000000401.ckpt"]
+
+
+# -- behaviour kept: the quick preset's run, step by step, as recorded ------------------------------------------------
+GOLDEN = REPO_ROOT / "tests" / "data" / "quick-run.json"
+MACHINE_COLUMNS = ("rss_mb", "steps_per_s")  # what the machine, not the algorithm, decides
+
+
+def run_record(out: Path) -> dict:
+    """What a quick run decided, without what the machine did: every log.csv row (timings and RSS left out), every
+    eval.csv row, with the torch version and CPU architecture it ran on (float kernels differ between them)."""
+    _, log = read_csv(out / "log.csv")
+    _, evals = read_csv(out / "eval.csv")
+    return {"torch": torch.__version__, "machine": platform.machine(),
+            "log": [{k: v for k, v in row.items() if k not in MACHINE_COLUMNS} for row in log], "eval": evals}
+
+
+@pytest.mark.slow
+def test_the_quick_run_makes_the_same_decisions_as_recorded(quick_run):
+    """Refactors must not change behaviour: the same seed gives the same games, losses and evaluations as the
+    recording in tests/data (made by ``python tests/test_train.py RUN_DIR`` from a quick run's folder). Skipped on
+    another torch version or CPU architecture, whose float kernels may round differently."""
+    out, proc = quick_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    golden, now = json.loads(GOLDEN.read_text(encoding="utf-8")), run_record(out)
+    if (golden["torch"], golden["machine"]) != (now["torch"], now["machine"]):
+        pytest.skip(f"recorded with torch {golden['torch']} on {golden['machine']}; "
+                    f"this is torch {now['torch']} on {now['machine']}")
+    assert now["log"] == golden["log"] and now["eval"] == golden["eval"]
+
+
+if __name__ == "__main__":  # record: python tests/test_train.py RUN_DIR (a quick run's folder)
+    GOLDEN.write_text(json.dumps(run_record(Path(sys.argv[1])), indent=1) + "\n", encoding="utf-8")
