@@ -301,7 +301,7 @@ def test_06b_quotes_the_blog_agent_from_notebook_01s_record(tmp_path, monkeypatc
     assert namespace["blog"] == 38_635
     out = capsys.readouterr().out
     assert "38,635 bytes per step" in out
-    assert "measured by notebook 01_naive_agent on a 2-core Test CPU, 8 GiB RAM, 2026-01-02 03:04 UTC" in out
+    assert "measured by notebook 01_naive_agent on a 2-core Test CPU, 9 GB RAM, 2026-01-02 03:04 UTC" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["01_naive_agent.json"]
     import dqn_course.lab.ladder_plots as ladder_plots
     assert not hasattr(ladder_plots, "blog_agent_bytes_per_step")  # no second reading of 01's outputs
