@@ -317,8 +317,10 @@ QUESTIONS = {
                        "b": "NumPy picks float64, not float32, when no dtype is given"}),
     "03.uint8_assign": ("a", "a uint8 array truncates floats in [0, 1) to 0",
                         {"b": "NumPy converts silently, it does not raise", "c": "uint8 cannot hold 0.5"}),
-    "04.frames_per_transition": ("c", "s and s' as 4-stacks hold 8 frames; the ring keeps each frame once",
-                                 {"a": "the folded state keeps 5 frames", "b": "next-state sharing keeps 4"}),
+    "04.frames_per_transition": ("c", "the ring keeps each frame once, one new frame per step, whatever the stack's "
+                                      "length or the frame's size",
+                                 {"a": "that is s and s' stored as two stacks each, the layout the ring replaces",
+                                  "b": "that is one whole stack per transition: the folded state, not frame sharing"}),
     "04.episode_end": ("b", "padding restarts where the frame stream restarts: episode_end, not done",
                        {"a": "after a lost life the frames go on: no padding",
                         "c": "a truncated episode has done=False, yet the stream restarts"}),
@@ -326,7 +328,7 @@ QUESTIONS = {
                       {"b": "the ones after it whose stacks look back through that slot go too",
                        "c": "only transitions that read the overwritten frame are affected"}),
     "05.deque_walk": ("b", "deque[i] walks 64-item blocks from the nearer end, so a draw costs time growing with N",
-                      {"a": "random.sample itself is cheap on a list; the deque's indexing is the cost",
+                      {"a": "choosing 32 positions costs the same whatever the capacity; reaching them does not",
                        "c": "np.stack copies 32 arrays whatever the capacity: that part stays flat"}),
     "05.overhead_matters": ("c", "the Python objects per row stay the same size while the pixels shrink",
                             {"a": "at 28,224 bytes of pixels a few hundred bytes are about 1%",
@@ -348,20 +350,22 @@ QUESTIONS = {
                                        "could have gone on",
                                   "b": "the last step's reward still counts, and so does the future the clock "
                                        "cut off"}),
-    "06.target_network": ("a", "with the online network in the target, every update would move the target it chases",
-                          {"b": "both networks have the same layers: a forward pass costs the same in each",
-                           "c": "every target starts with the transition's reward r"}),
+    "06.target_network": ("a", "a target copied after every update moves with every update: the network chases a "
+                               "moving target again",
+                          {"b": "a copy is cheap; what matters is whether the targets stay put between updates",
+                           "c": "the target still adds the discounted value of the next state, from the copy"}),
     "06.huber_large_error": ("b", "beyond |e| = 1 the Huber loss grows linearly: its gradient stays at 1 in size, "
                                   "while the squared error's is e",
                              {"a": "the two agree only while |e| <= 1: look at the gradient panel at e = 5",
                               "c": "beyond 1 the Huber gradient is +1 or -1, not 0: the transition still counts, "
                                    "with a bounded push"}),
     "06b.fresh_process": ("a", "memory freed earlier is often kept by the allocator and reused, hiding growth",
-                          {"b": "each rung runs alone; the point is a clean RSS baseline",
+                          {"b": "RSS counts every page a process uses, whatever its dtype",
                            "c": "RSS can be read any time; what matters is what was allocated before"}),
-    "06b.fill_every_slot": ("b", "np.zeros pages cost no RSS until written, so an unfilled ring would look cheap",
-                            {"a": "the arithmetic is the same either way; the RSS is not",
-                             "c": "sampling works on a partly filled ring"}),
+    "06b.fill_every_slot": ("b", "np.zeros pages cost no RSS until written: the ring grows to its full size as it "
+                                 "fills, then overwrites its oldest slots",
+                            {"a": "np.zeros hands out address space; each page costs RSS when it is first written",
+                             "c": "a ring overwrites its oldest slots: it never holds more than its capacity"}),
     "07b.lost_runtime": ("b", "a lost runtime takes the process with it, unsaved; the next session resumes from the "
                               "newest state file and plays the steps after it again",
                          {"a": "a runtime that ends takes the training process with it: no signal, no save "
@@ -372,9 +376,9 @@ QUESTIONS = {
                        {"a": "it saves as often as breakout does: compare the files' size, not their number",
                         "b": "the frames are copied to the host to be saved; the storage the preset allows decides "
                              "the size"}),
-    "07.eps_start": ("c", "a new network's greedy action means nothing yet; random actions gather varied experience",
-                     {"a": "the replay stores whatever actions are taken, random or greedy",
-                      "b": "ε is about which actions the agent takes, not about the loss"}),
+    "07.eps_start": ("c", "at step 0 the schedule gives ε = 1 again: the agent acts at random until ε has fallen",
+                     {"a": "the memory keeps the past, but every new transition comes from the actions ε picks",
+                      "b": "ε picks the actions; the TD target holds no ε"}),
     "07.q_explodes": ("a", "with at most 1 reward per step, no discounted return exceeds 1 / (1 - 0.99) = 100",
                       {"b": "a Q-value estimates a discounted return: work out the largest one γ = 0.99 allows",
                        "c": "the targets bootstrap from those values, so a runaway max-Q feeds itself"}),
