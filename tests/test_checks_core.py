@@ -354,6 +354,14 @@ def eps_decay_fraction(step, start, end, decay_steps):
     return eps_right(step, start, end, 0.1 * decay_steps)
 
 
+def eps_one_step_early(step, start, end, decay_steps):
+    return max(end, start - (start - end) * step / (decay_steps - 1))
+
+
+def eps_one_step_late(step, start, end, decay_steps):
+    return max(end, start - (start - end) * step / (decay_steps + 1))
+
+
 def eps_ignores_start(step, start, end, decay_steps):
     return eps_right(step, 1.0, end, decay_steps)
 
@@ -375,6 +383,8 @@ def test_epsilon_schedule_right(capsys):
     (eps_integer_division, "integer division"),
     (eps_decay_fraction, "not a fraction of the run"),
     (eps_ignores_start, "at step 0, ε should be `start`"),
+    (eps_one_step_early, r"off by one step: ε reaches `end` at step 99,999, not at decay_steps = 100,000"),
+    (eps_one_step_late, r"off by one step: ε reaches `end` at step 100,001"),
 ])
 def test_epsilon_schedule_wrong(answer, hint):
     with pytest.raises(AssertionError, match=hint):

@@ -930,19 +930,24 @@ def _epsilon_hint(got: dict[int, float], start: float, end: float, decay_steps: 
         return (n if close(got[n], 0.0) else 10 * n), ("ε falls to 0 instead of to `end`: it should level off at "
                                                        "`end`, so a little exploration goes on for the rest of the run")
     if got[10 * n] < end - 1e-9:
-        return 10 * n, ("ε keeps falling after decay_steps and ends below `end` (even negative): hold it at `end` "
-                        "from decay_steps on, e.g. with max(0, 1 - step / decay_steps)")
+        return 10 * n, ("ε keeps falling after decay_steps and ends below `end` (even negative): the schedule has a "
+                        "third part, after the line, where ε stays at `end` (the text's *Why ε follows a schedule*)")
     if close(got[mid], start) and close(got[n - 1], start) and close(got[n], end):
-        return first, ("ε jumps from start to end at decay_steps: step // decay_steps is integer division (0 until "
-                       "decay_steps); use step / decay_steps")
+        return first, ("ε jumps from start to end at decay_steps: the fraction of the decay done is computed by "
+                       "integer division, which stays 0 until decay_steps; it should grow a little at every step")
     if not close(got[0], start):
         return 0, "at step 0, ε should be `start`"
+    for off in (-1, 1):
+        if all(close(v, linear_epsilon(s, start, end, n + off)) for s, v in got.items()):
+            return first, (f"off by one step: ε reaches `end` at step {n + off:,}, not at decay_steps = {n:,}. The "
+                           f"line runs from step 0 to step decay_steps, so the fraction of the decay done at a step is "
+                           f"that step out of decay_steps, no more and no less")
     if got[1] < start:
         other = (start - end) / (start - got[1])  # the decay length a straight line through got[0], got[1] has
         if abs(other / n - 1) > 0.01 and all(close(v, linear_epsilon(s, start, end, other)) for s, v in got.items()):
             return first, (f"ε reaches `end` at about step {other:,.0f}, not at decay_steps = {n:,}: decay_steps is "
-                           "already a number of steps (not a fraction of the run), so divide step by decay_steps "
-                           "itself")
+                           "already a number of steps (not a fraction of the run), so the fraction of the decay done "
+                           "at a step is that step out of decay_steps itself")
     values = list(got.values())
     if all(end - 1e-9 <= v <= start + 1e-9 for v in values) and all(a >= b for a, b in zip(values, values[1:])):
         return first, ("ε falls along a curve, not a straight line: that is multiplicative decay (epsilon *= 0.995 "
@@ -960,7 +965,7 @@ def check_epsilon_schedule(epsilon_schedule) -> bool | None:
     ``decay_steps``, then ``end``) for each of ``EPSILON_CASES`` at steps 0, 1, 10, half way, decay_steps - 1,
     decay_steps, decay_steps + 1 and 10 x decay_steps. A Python, NumPy or torch scalar passes. Raises
     ``AssertionError`` with a hint naming the likely mistake (no floor, decay to 0, rising, multiplicative decay,
-    integer division, the wrong decay length).
+    integer division, a decay one step short or long, the wrong decay length).
     """
     if epsilon_schedule is None:
         return _not_answered_yet("write epsilon_schedule(step, start, end, decay_steps)")
