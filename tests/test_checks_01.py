@@ -36,7 +36,7 @@ def test_bytes_per_transition_right(capsys):
     (lambda sa, ra, sb, rb: (ra - rb) / (sb - sa), "sign"),
     (lambda sa, ra, sb, rb: (rb - ra) / (sb - sa) / 2**20, "MiB"),
     (lambda sa, ra, sb, rb: (rb - ra) / (sb - sa) / 2, "do not halve"),
-    (lambda sa, ra, sb, rb: 12_345.0, "bytes per transition ="),
+    (lambda sa, ra, sb, rb: 12_345.0, "what grew between them, spread over the steps"),
     (lambda sa, ra, sb, rb: "34 KB", "number"),
 ])
 def test_bytes_per_transition_wrong(wrong, hint):

@@ -28,7 +28,7 @@ def test_is_weights_right(answer, capsys):
     ((N * P) ** BETA / ((N * P) ** BETA).max(), "exponent is -β"),
     ((N * P) ** -BETA / ((N * P) ** -BETA).sum(), "not by the sum"),
     (P.min() / P, "β = 0.5, not β = 1"),
-    ([1, 2, 3, 4], "w_i = "),
+    ([1, 2, 3, 4], r"the formula of \*Why PER\*"),
     ([0.5, 0.6, 0.7], "one number per sampled transition"),
     ("weights", "four numbers"),
 ])

@@ -25,7 +25,7 @@ def test_chunk_bytes_right(capsys):
     (100 * 5 * FRAME, "folded 5-frame"),
     (4 * RIGHT, "not float32"),
     (8 * RIGHT, "bits"),
-    (12345, "bytes = "),
+    (12345, "its first full stack, then one new frame per step"),
     ("733824", "should be a number"),
     (True, "should be a number"),
 ])

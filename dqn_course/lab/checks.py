@@ -63,8 +63,8 @@ def check_raw_transition_bytes(answer) -> bool | None:
                (8 * expected, "that is bits; count bytes (a uint8 pixel value is 1 byte)"),
                (2 * 4 * 84 * 84, "that is 84x84 gray frames; this memory stores raw 210x160x3 RGB screens"),
                (2 * 4 * 210 * 160, "that leaves out the 3 colour channels of each pixel")],
-        otherwise=("bytes = height x width x channels (x 1 byte per uint8) per screen, x 4 screens per state, "
-                   "x 2 states (s and s')"))
+        otherwise=("count what one transition holds: how many screens, each of how many pixels and channels, at "
+                   "how many bytes a value, for each of its states (section 5, *What does it cost?*)"))
 
 
 # --- notebook 01: the naive agent ---------------------------------------------------------------------------
@@ -115,7 +115,9 @@ def check_bytes_per_transition(bytes_per_transition) -> bool | None:
                            "the readings)"),
         ]
         hint = next((h for value, h in hints if abs(got - value) <= 1e-6 * max(1.0, abs(value))),
-                    "bytes per transition = (rss_b - rss_a) / (step_b - step_a)")
+                    "two readings of one process share its baseline (the interpreter, torch, the networks): "
+                    "what grew between them, spread over the steps between them, is what a step stored "
+                    "(section 3, *Extrapolate*)")
         raise AssertionError(f"bytes_per_transition{args} returned {got:,.1f}, expected {expected:,.1f}: {hint}.")
     return _passed("bytes_per_transition is right: growth between two readings / steps between them "
                    "(the baseline cancels out)")
@@ -199,14 +201,15 @@ def _preprocess_hint(out, frame) -> str:
     if close(cv2.resize(cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY), (84, 84), interpolation=area)):
         return "the screen is RGB, not BGR: use cv2.COLOR_RGB2GRAY"
     if close(cv2.resize(frame.mean(axis=2).astype(np.uint8), (84, 84), interpolation=area)):
-        return ("a plain mean of R, G and B is not luminance: use cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY), "
-                "which weighs green most")
+        return ("a plain mean of R, G and B is not luminance: gray weighs the channels as the eye does, green "
+                "most (section 1, *One moment, three pictures*), and OpenCV's RGB-to-gray conversion does that")
     for name in ("INTER_LINEAR", "INTER_NEAREST", "INTER_CUBIC"):
         if close(cv2.resize(gray, (84, 84), interpolation=getattr(cv2, name))):
-            return (f"that is cv2.{name}; use interpolation=cv2.INTER_AREA, which averages every input pixel "
-                    "an output pixel covers (thin bricks and the ball are not skipped)")
-    return ("convert the whole screen to gray with cv2.COLOR_RGB2GRAY, then cv2.resize it to (84, 84) with "
-            "interpolation=cv2.INTER_AREA (no cropping)")
+            return (f"that is cv2.{name}: this resize samples pixels, and thin bricks or the ball can fall between "
+                    "them; the resize to use averages every input pixel an output pixel covers (OpenCV's INTER_AREA "
+                    "mode; section 4, *The preprocessing, by hand*)")
+    return ("the whole screen, converted to gray, then shrunk to 84 x 84 by averaging the pixels each output pixel "
+            "covers, without cropping (section 4, *The preprocessing, by hand*)")
 
 
 def check_preprocess(preprocess) -> bool | None:
@@ -232,9 +235,9 @@ def check_preprocess(preprocess) -> bool | None:
             elif out.shape == (105, 80):
                 hint = "that is every second row and column of 210x160; resize to 84x84 with cv2.resize instead"
             elif out.shape[-1:] == (3,):
-                hint = "the frame is still in colour; convert to gray with cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)"
+                hint = "the frame is still in colour: it should be gray, one value per pixel (section 1)"
             else:
-                hint = "resize the gray screen with cv2.resize(gray, (84, 84), interpolation=cv2.INTER_AREA)"
+                hint = "the gray screen should be shrunk to 84 x 84 as a whole (section 4, *The preprocessing*)"
             raise AssertionError(f"preprocess returned shape {out.shape}, expected (84, 84): {hint}.")
         if out.dtype != np.uint8:
             raise AssertionError(
@@ -307,13 +310,15 @@ def check_prediction(prediction, measured, what: str, rel: float = 0.02, *,
                          f"{_prediction_hint(prediction, measured, rel, forgot)}.")
 
 
+PAIR_HINT = "a max along an axis gives a pair (values, indices): the values are the part to use"
+
 # Each question: (right letter, why it is right, {wrong letter: hint}). Notebook, then a short name.
 QUESTIONS = {
     "03.where_to_scale": ("b", "the memory keeps 1 byte per pixel and the network converts each batch itself",
                           {"a": "float32 in the memory costs 4 bytes per pixel for a million transitions",
                            "c": "float16 still costs 2 bytes per pixel and buys nothing: the network converts"}),
     "03.mean_dtype": ("c", "np.mean (and /) on integers returns float64 unless you pass dtype=",
-                      {"a": "run np.mean(frame, axis=0).dtype: NumPy promotes",
+                      {"a": "a mean of integers is rarely an integer: NumPy promotes, to its widest float",
                        "b": "NumPy picks float64, not float32, when no dtype is given"}),
     "03.uint8_assign": ("a", "a uint8 array truncates floats in [0, 1) to 0",
                         {"b": "NumPy converts silently, it does not raise", "c": "uint8 cannot hold 0.5"}),
@@ -563,8 +568,8 @@ def check_ring(ring_class) -> bool | None:
     assert len(ring) == 5, f"after 7 adds into capacity 5, len(ring) should be 5, got {len(ring)}"
     got = set(int(x.flat[0]) for x in np.asarray(ring.sample(500, rng)))
     if got == {10, 11, 12, 13, 14}:
-        raise AssertionError("the ring stopped storing once full; it must overwrite the oldest item: the write "
-                             "head goes back to slot 0 (head = (head + 1) % capacity)")
+        raise AssertionError("the ring stopped storing once full; it must overwrite the oldest item: after the "
+                             "last slot the write head wraps round to the first (the exercise's `add`)")
     assert got == {12, 13, 14, 15, 16}, (
         f"after adding items 10..16 into capacity 5 the ring should hold 12..16, it sampled {sorted(got)}")
 
@@ -635,16 +640,16 @@ def _td_targets_hint(got, r, d, q_target, q_online, gamma: float, double: bool) 
     clip = ("do not clip the reward here: the training loop clips rewards before it stores them, so a targets "
             "function gets them ready to use (this check uses rewards such as 2, -3 and 0.5 to see it)")
     candidates = [
-        (r + gamma * v, "a transition with done = 1 (game over or a lost life) must not bootstrap: multiply the "
-                        "next state's value by (1 - dones)"),
+        (r + gamma * v, "a transition with done = 1 (game over or a lost life) must not bootstrap: its next "
+                        "state's value must not count (*Why (1 − done)*, above section 1)"),
         (r + gamma * d * v, "the mask is the wrong way round: (1 - dones) keeps the next value of the transitions "
                             "that go on, you kept it only for the terminal ones"),
         (r + (1 - d) * v, "multiply the next state's value by gamma (the discount)"),
         (r + 0.99 * (1 - d) * v, "use the `gamma` argument, not a fixed 0.99"),
         (torch.sign(r) + gamma * (1 - d) * v, clip),
         (r.clamp(-1, 1) + gamma * (1 - d) * v, clip),
-        (r + gamma * (1 - d) * q_target.max(), "take the max over the actions of each transition, "
-                                               "q.max(dim=1).values, not the max of the whole tensor"),
+        (r + gamma * (1 - d) * q_target.max(), "that is the largest Q-value of the whole batch: each transition "
+                                               "takes the max over its own actions, along the action axis"),
         (r + gamma * (1 - d) * q_target.mean(1), "V(s') is the best action's value, the max over actions, "
                                                  "not their mean"),
     ]
@@ -662,16 +667,19 @@ def _td_targets_hint(got, r, d, q_target, q_online, gamma: float, double: bool) 
     else:
         candidates.append((r + gamma * (1 - d) * v_online,
                            "plain DQN takes the max with the target network (the slowly moving copy), not the "
-                           "online network: V(s') = max_a Q_target(s', a)"))
+                           "online network (*Why a target network*)"))
     return next((h for c, h in candidates if torch.allclose(got, c, rtol=1e-4, atol=1e-4)),
-                "targets are r + gamma * (1 - dones) * V(s'), with V(s') from the target network")
+                "compare each part of your targets with the TD target's formula (*The target each learning step "
+                "moves towards*): the reward, the discount, the mask for endings, the next state's value from the "
+                "target network")
 
 
 def _td_shape_hint(shape: tuple) -> str:
     """Why td_targets' result of ``shape`` is not one target per transition."""
     b, n = TD_BATCH, TD_N_ACTIONS
-    return {(b, 1): "drop the extra axis: .squeeze(1) after gather (or no keepdim=True)",
-            (b, b): "a (B, 1) column met a (B,) row and broadcast to (B, B): .squeeze(1) the gathered values",
+    return {(b, 1): "one value per transition, but in a (B, 1) column: the targets are a (B,) vector",
+            (b, b): "a (B, 1) column met a (B,) row and broadcast to (B, B): the picked values must be a (B,) "
+                    "vector before they are combined",
             (b, n): "that is one value per action: reduce over the actions (dim=1) to get V(s')",
             (n,): "that is one value per action: take the max over the actions (dim=1), not over the batch (dim=0)",
             (): "that is one number for the whole batch: keep one target per transition (no sum or mean)",
@@ -710,19 +718,19 @@ def check_td_targets(td_targets) -> bool | None:
             given = (r.clone(), d.clone(), next_states.clone())
             got = _call_learner(td_targets, given + (online, target, g, double),
                                 f"td_targets(rewards, dones, next_states, online, target, gamma={g}, double={double})",
-                                {"return_types": "max(dim=1) returns a pair (values, indices): take its .values",
-                                 "converted to an index": "if you multiplied by the result of .max(dim=1): that "
-                                                          "is a pair (values, indices); take its .values",
+                                {"return_types": PAIR_HINT,
+                                 "converted to an index": "if you multiplied by the result of a max along an "
+                                                          "axis: " + PAIR_HINT,
                                  "must match the size": "one value per transition (B,): reduce over the actions "
                                                         "(dim=1), not over the batch (dim=0)"})
             if got is None:
                 return _not_answered_yet("td_targets still returns None; return a tensor of shape (B,)")
             for arg, before, after in zip(("rewards", "dones", "next_states"), (r, d, next_states), given):
                 assert torch.equal(before, after), (
-                    f"{name}: td_targets changed its argument `{arg}` in place (e.g. `{arg} *= ...`, `{arg}.mul_(...)`"
-                    "): the batch it reads belongs to the caller; compute the targets into a new tensor")
+                    f"{name}: td_targets changed its argument `{arg}` in place (an in-place operation on it): the "
+                    "batch it reads belongs to the caller; compute the targets into a new tensor")
             assert type(got).__module__ != "torch.return_types", (
-                f"{name}: td_targets returned {type(got).__name__}(values, indices): take the .values of the max")
+                f"{name}: td_targets returned {type(got).__name__}(values, indices): {PAIR_HINT}")
             try:
                 values = torch.as_tensor(got, dtype=torch.float32).detach().cpu()
             except (TypeError, ValueError, RuntimeError):
@@ -741,8 +749,8 @@ def check_td_targets(td_targets) -> bool | None:
             assert not (isinstance(got, torch.Tensor) and got.requires_grad), (
                 f"{name}: the values are right, but the targets carry a gradient (requires_grad=True), so "
                 "loss.backward() would differentiate through them too, as if the goal itself were to be moved: "
-                "compute them under `with torch.no_grad():` (or decorate the function with @torch.no_grad(), or "
-                ".detach() the result): a target is a constant the prediction moves towards")
+                "a target is a constant the prediction moves towards, computed where autograd records nothing "
+                "(`torch.no_grad()`, the exercise's first paragraph)")
     return _passed("td_targets matches dqn_course.agent.td_targets for plain and Double DQN, without a gradient")
 
 
@@ -774,26 +782,28 @@ def _td_loss_hint(got: float, q_values, actions, targets) -> str:
 
     taken = q_values.gather(1, actions.unsqueeze(1))
     error = taken.squeeze(1) - targets
-    mse = "that is the squared error (MSE); DQN uses the Huber loss, F.smooth_l1_loss: squared for |error| < 1, " \
-          "linear beyond, so one large error cannot make a huge gradient step"
+    mse = "that is the squared error (MSE); DQN uses the Huber loss (section 4, *The Huber loss*): squared for " \
+          "|error| < 1, linear beyond, so one large error cannot make a huge gradient step"
     clipped = ("the error was clipped to [-1, 1] before the loss: the Nature paper's 'error clipping' IS the Huber "
                "loss (its gradient is the error clipped to [-1, 1]); clipping twice gives every |error| > 1 a zero "
-               "gradient. Apply F.smooth_l1_loss to the raw error")
+               "gradient. The Huber loss takes the raw error")
     with warnings.catch_warnings():  # the (B, 1) against (B,) mistake makes torch warn about broadcasting
         warnings.simplefilter("ignore")
         candidates = [
             (F.smooth_l1_loss(taken, targets), "Q(s, a) of shape (B, 1) against targets of shape (B,) broadcast "
-                                               "to (B, B): .squeeze(1) the gathered values"),
+                                               "to (B, B): the picked Q-values must be a (B,) vector, like the "
+                                               "targets"),
             (F.mse_loss(taken, targets), "Q(s, a) of shape (B, 1) against targets of shape (B,) broadcast to "
-                                         "(B, B): .squeeze(1) the gathered values (and use the Huber loss)"),
+                                         "(B, B): the picked Q-values must be a (B,) vector (and the loss is the "
+                                         "Huber loss)"),
         ]
     candidates += [
         ((error ** 2).mean(), mse),
         (0.5 * (error ** 2).mean(), mse),
         (F.smooth_l1_loss(q_values.gather(0, actions.unsqueeze(1)).squeeze(1), targets),
-         "gather along the action axis: q_values.gather(1, actions.unsqueeze(1)), not dim 0 (the batch)"),
+         "pick each transition's Q(s, a) along the action axis (dim 1), not along the batch (dim 0)"),
         (F.smooth_l1_loss(q_values.max(1).values, targets), "use Q(s, a) of the action taken in each transition "
-                                                            "(gather with `actions`), not the max: the max belongs "
+                                                            "(picked by `actions`), not the max: the max belongs "
                                                             "in the target"),
         (F.smooth_l1_loss(taken.squeeze(1), targets, reduction="sum"), "average over the batch (mean), don't sum: "
                                                                       "a sum makes the step size grow with the "
@@ -803,11 +813,11 @@ def _td_loss_hint(got: float, q_values, actions, targets) -> str:
         (F.smooth_l1_loss(error.clamp(-1, 1), torch.zeros_like(error)), clipped),
     ]
     for delta in (0.1, 0.5, 2.0, 5.0, 10.0):
-        why = f"that is a Huber loss with a threshold of {delta:g}; DQN's is 1 (F.smooth_l1_loss's default)"
+        why = f"that is a Huber loss with a threshold of {delta:g}; DQN's is 1 (PyTorch's default for it)"
         candidates += [(F.huber_loss(taken.squeeze(1), targets, delta=delta), why),
                        (F.smooth_l1_loss(taken.squeeze(1), targets, beta=delta), why)]
     return next((h for c, h in candidates if math.isclose(got, float(c), rel_tol=1e-4, abs_tol=1e-6)),
-                "the loss is the mean over the batch of the Huber loss (F.smooth_l1_loss) between Q(s, a) of the "
+                "the loss is the mean over the batch of the Huber loss (section 4) between Q(s, a) of the "
                 "taken actions and the targets")
 
 
@@ -837,7 +847,7 @@ def check_td_loss(td_loss) -> bool | None:
         q_in = q_values.clone().requires_grad_(True)
         given = (actions.clone(), targets.clone())
         got = _call_learner(td_loss, (q_in,) + given, "td_loss(q_values, actions, targets)",
-                            {"return_types": "max(dim=1) returns a pair (values, indices): take its .values"})
+                            {"return_types": PAIR_HINT})
         if got is None:
             return _not_answered_yet("td_loss still returns None; return the loss (a tensor holding one number)")
         for arg, before, after in zip(("actions", "targets"), (actions, targets), given):
@@ -845,21 +855,22 @@ def check_td_loss(td_loss) -> bool | None:
                 f"td_loss changed its argument `{arg}` in place: compute into new tensors")
         assert isinstance(got, torch.Tensor), (
             f"td_loss returned a {type(got).__name__}, not a tensor: a plain number has no gradient, so nothing "
-            "could learn from it. Return the loss tensor itself (no .item(), float() or .tolist())")
+            "could learn from it. Return the loss tensor itself, not a Python number made from it")
         shape = tuple(got.shape)
         if got.numel() != 1:
-            hint = {(TD_LOSS_BATCH,): "that is one loss per transition: average them over the batch (.mean())",
-                    (TD_LOSS_BATCH, 1): "that is one loss per transition: average them over the batch (.mean())",
-                    (TD_LOSS_BATCH, TD_LOSS_BATCH): ("a (B, 1) column met a (B,) row and broadcast to (B, B): "
-                                                     ".squeeze(1) the gathered values, then average")}.get(
+            hint = {(TD_LOSS_BATCH,): "that is one loss per transition: average them over the batch",
+                    (TD_LOSS_BATCH, 1): "that is one loss per transition: average them over the batch",
+                    (TD_LOSS_BATCH, TD_LOSS_BATCH): ("a (B, 1) column met a (B,) row and broadcast to (B, B): the "
+                                                     "picked Q-values must be a (B,) vector; then average")}.get(
                 shape, "average the per-transition losses over the batch")
             raise AssertionError(f"td_loss should return one number (a 0-dim tensor), got shape {shape}: {hint}.")
         value = float(got.detach())
         if not math.isclose(value, float(expected.detach()), rel_tol=1e-4, abs_tol=1e-6):
             hint = _td_loss_hint(value, q_values, actions, targets)
             raise AssertionError(f"td_loss returned {value:.4f} on the check's batch, which is not it. Hint: {hint}.")
-        no_grad = ("the value is right, but no gradient reaches q_values: compute the loss outside torch.no_grad() "
-                   "and without .detach(), .item() or .numpy(), so loss.backward() can train the network")
+        no_grad = ("the value is right, but no gradient reaches q_values: the loss must be computed where autograd "
+                   "records, from tensors still attached to q_values (nothing detached or turned into numbers), so "
+                   "the backward pass can train the network")
         assert got.requires_grad and got.grad_fn is not None, no_grad
         try:
             got.reshape(()).backward()
@@ -868,7 +879,7 @@ def check_td_loss(td_loss) -> bool | None:
         assert q_in.grad is not None, no_grad
         assert torch.allclose(q_in.grad, q_ref.grad, rtol=1e-4, atol=1e-6), (
             "the value is right, but the gradient in q_values is not the Huber loss's: let the gradient flow "
-            "through Q(s, a) of the taken actions only (no .detach() on part of the error)")
+            "through Q(s, a) of the taken actions only (no part of the error detached)")
     return _passed("td_loss matches dqn_course.agent.td_loss: the mean Huber loss over the batch of Q(s, a) of "
                    "the taken actions, and its gradient")
 
@@ -904,7 +915,8 @@ def check_updates_in_run(answer) -> bool | None:
             (total / every - starts, "subtract the 80,000 steps before dividing by 4 (80,000 steps make no update), "
                                      "not from the result"),
         ],
-        otherwise="updates = (total_steps - learning_starts) / train_every",
+        otherwise=("count the agent steps that can learn (those after learning_starts), then how many of them "
+                   "make an update"),
         close=lambda a, b: abs(a - b) <= 4)
 
 
@@ -1035,9 +1047,12 @@ def check_is_weights(answer) -> bool | None:
         ((IS_N * p) ** -1.0 / ((IS_N * p) ** -1.0).max(), "use β = 0.5, not β = 1 (β is annealed towards 1 "
                                                            "over the run)"),
         (p ** -IS_BETA, "divide by the largest weight, so that every w is at most 1"),
-        (1 / (IS_N * p), "w = (N·P(i)) ** -β with β = 0.5, then divide by the largest weight"),
+        (1 / (IS_N * p), "that is the full correction, β = 1: the exercise's β is 0.5, the exponent of *Why PER*'s "
+                         "weight; then divide by the largest weight"),
     ]
-    hint = next((h for value, h in hints if close(value)), "w_i = (N · P(i)) ** -β, then divide by max_j w_j")
+    hint = next((h for value, h in hints if close(value)),
+                "each weight is the formula of *Why PER* (its exponent is the exercise's β), then every weight is "
+                "divided by the batch's largest (*Where the weight comes from* says why)")
     raise AssertionError(f"weights {np.round(got, 4).tolist()} are not it: {hint}.")
 
 
@@ -1084,13 +1099,14 @@ def check_min_compression_ratio(answer) -> bool | None:
             (frame / (per_slot - o["list_slot"] - o["bytes_header"]), "the ring's bookkeeping arrays (action, "
                                                                        "reward, flags, id) cost 16 B a slot as well"),
             (frame / (per_slot - o["bookkeeping"] - o["list_slot"]), "a bytes object carries a 33 B header "
-                                                                     "(sys.getsizeof(b''))"),
+                                                                     "(what sys.getsizeof reports when empty)"),
             (frame / (per_slot - o["bookkeeping"] - o["bytes_header"]), "the list holds one 8 B pointer per slot"),
             (frame / (2**30 / 1e6 - overhead), "1 GB here is 10^9 bytes, not 2^30"),
             ((per_slot - overhead) / frame, "the ratio is frame bytes over payload bytes (greater than 1)"),
             (per_slot - overhead, "that is the payload budget in bytes; the ratio is 7,056 divided by it"),
         ],
-        otherwise="ratio = 7,056 / (1,000 B per slot - the per-slot overheads)",
+        otherwise=("the compression must bring a frame down to what a slot has left for its payload once every "
+                   "per-slot overhead printed above is paid: the ratio is the frame's bytes over that budget"),
         close=lambda a, b: abs(a - b) <= 0.005 * abs(b), show=",.4g")
 
 
@@ -1111,7 +1127,7 @@ def check_resume_config(cfg, run_dir) -> bool | None:
     from dqn_course.train import Config, load_resume
 
     assert isinstance(cfg, Config), (
-        f"resume_cfg should be a dqn_course.train.Config (e.g. dataclasses.replace(run_cfg, ...)), "
+        f"resume_cfg should be a dqn_course.train.Config (a copy of the run's, with the fields to change), "
         f"got {type(cfg).__name__}")
     run_dir = Path(run_dir).resolve()
     assert cfg.resume, "resume is empty, so this run would start from scratch: set resume to the run's folder"
@@ -1161,7 +1177,8 @@ def check_chunk_bytes(answer) -> bool | None:
             (4 * expected, "pixels are uint8, 1 byte each, not float32"),
             (8 * expected, "that is bits; count bytes"),
         ],
-        otherwise="bytes = (frames in the first stack + one frame per step) x 84 x 84")
+        otherwise=("count the frames a chunk stores: its first full stack, then one new frame per step, each "
+                   "84 x 84 bytes (section 1, *What travels: chunks of frames*)"))
 
 
 # --- notebook 07c: does my DQN learn? -------------------------------------------------------------------------
