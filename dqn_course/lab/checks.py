@@ -384,12 +384,15 @@ QUESTIONS = {
     "07.eps_start": ("c", "at step 0 the schedule gives ε = 1 again: the agent acts at random until ε has fallen",
                      {"a": "the memory keeps the past, but every new transition comes from the actions ε picks",
                       "b": "ε picks the actions; the TD target holds no ε"}),
-    "07.q_explodes": ("a", "with at most 1 reward per step, no discounted return exceeds 1 / (1 - 0.99) = 100",
-                      {"b": "a Q-value estimates a discounted return: work out the largest one γ = 0.99 allows",
-                       "c": "the targets bootstrap from those values, so a runaway max-Q feeds itself"}),
-    "07.loss_rises": ("b", "the targets move: more reward and larger Q-values make larger TD errors",
-                      {"a": "the presets keep Adam's learning rate fixed at 1e-4",
-                       "c": "old transitions are not easier than new ones; look at what the targets are made of"}),
+    "07.q_explodes": ("a", "with at most 1 reward per step, no discounted return exceeds 1 / (1 - γ): 1,000 for "
+                           "γ = 0.999, so 300 can be an honest estimate; a max-Q past the bound is divergence",
+                      {"b": "the bound of 100 belongs to γ = 0.99: work out the largest return γ = 0.999 allows",
+                       "c": "max-Q has a bound of its own, whatever the loss does: the largest discounted return"}),
+    "07.loss_rises": ("b", "the targets move: more reward and larger Q-values make larger TD errors, so a rising "
+                           "loss beside a rising score is no alarm",
+                      {"a": "unlike a supervised loss, the TD loss chases targets that grow as the agent improves",
+                       "c": "divergence shows as a jump by orders of magnitude, or a max-Q past its bound, not as a "
+                            "loss that grows with the score"}),
     "07c.run_a": ("b", "a learning rate 100x too large: each step overshoots, so the loss, the gradient norm and "
                        "max-Q jump far from the working run's within the first updates",
                   {"a": "compare how soon this run departs from the working run, and in which panels (notebook 07, "
