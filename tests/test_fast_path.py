@@ -113,7 +113,14 @@ def test_fast_path_train_runs_and_keeps_one_update_per_four_agent_steps(tmp_path
     assert summary["updates"] == (800 - 400) // 4 + 1
     assert summary["replay_device"] == "cpu"
     rows = list(csv.DictReader(open(tmp_path / "log.csv")))
-    assert all(float(r["episode_return"]) >= 0 for r in rows)
+    # Each row is one finished game of one of the 4 envs, logged in step order: their lengths add up to at most
+    # the agent steps taken, and ε only falls.
+    steps = [int(r["step"]) for r in rows]
+    lengths = [int(r["episode_length"]) for r in rows]
+    eps = [float(r["epsilon"]) for r in rows]
+    assert rows and steps == sorted(steps) and steps[-1] <= 800
+    assert all(n > 0 for n in lengths) and sum(lengths) <= 800
+    assert all(a >= b for a, b in zip(eps, eps[1:]))
     assert (tmp_path / "checkpoint.pt").exists()
 
 
