@@ -13,13 +13,20 @@ Invariants:
   then is abandoned by its own atomic write (the previous file stays good).
 * Handlers are installed on ``__enter__`` and the previous ones restored on ``__exit__``, in the main
   thread only (Python allows signal handlers nowhere else); elsewhere only the deadline applies.
+
+A full disk stops a run the same way, from the other side: the write that failed raises, and the run reports
+``DiskFullError`` (what was kept, what the next save needs) instead of a traceback.
 """
 from __future__ import annotations
 
+import errno
 import signal
 import threading
 import time
+from pathlib import Path
 from types import FrameType
+
+from dqn_course.profiling import format_bytes
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -71,3 +78,27 @@ class StopRequests:
         if self.timed_out:
             return f"time limit of {self.time_limit_s / 60:g} minutes reached"
         return None
+
+
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class DiskFullError(OSError):
+    """A run stopped because its disk filled while it wrote a file (a training state, the policy or a log).
+
+    Nothing is lost: files are written atomically or appended row by row, so the newest training state still
+    loads and ``--resume`` carries on from it. The message says what was kept, how much the next save needs and
+    how much is free; ``kept`` is that state file (None when the run had not saved one yet).
+    """
+
+    def __init__(self, cause: OSError, kept: Path | None, kept_step: int | None, needed: int, free: int):
+        what = f"{kept} (step {kept_step:,})" if kept is not None else "no training state yet (the run starts over)"
+        super().__init__(cause.errno, f"the disk filled while the run wrote {cause.filename or 'a file'} "
+                                      f"({cause.strerror}). Kept: {what}. The next save needs about "
+                                      f"{format_bytes(needed)}; {format_bytes(free)} is free there.")
+        self.kept, self.kept_step, self.needed, self.free = kept, kept_step, needed, free
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether ``error`` says the disk (or the user's quota) is full."""
+    return isinstance(error, OSError) and error.errno in DISK_FULL_ERRNOS

@@ -48,7 +48,9 @@ from dqn_course.agent import UPDATE_STATS, DQNAgent, td_loss, td_targets
 from dqn_course.checkpoint import (
     CheckpointError,
     checkpoint_path,
+    checkpoint_step,
     latest_checkpoint,
+    list_checkpoints,
     prune_checkpoints,
     restore_training_state,
     training_state,
@@ -62,7 +64,7 @@ from dqn_course.networks import NatureCNN
 from dqn_course.profiling import InsufficientMemoryError, MiB, available_bytes, check_fits, format_bytes, rss_bytes
 from dqn_course.replay import MultiStreamMemory
 from dqn_course.replay.stores import CODECS, STORAGES, InsufficientDiskError, check_disk_space, planned_host_bytes
-from dqn_course.stopping import StopRequests
+from dqn_course.stopping import DiskFullError, StopRequests, is_disk_full
 from dqn_course.watchdog import MemoryWatchdog
 
 FRAME_SHAPE = (84, 84)  # one preprocessed screen: what the replay memory stores per agent step
@@ -440,13 +442,18 @@ class CsvLog:
     def __init__(self, path: Path, fields: list[str], resume_step: int | None = None):
         kept = []
         if resume_step is not None and path.is_file():
-            with open(path, newline="") as f:
-                kept = [r for r in csv.DictReader(f) if int(r["step"]) <= resume_step]
-        self.file = open(path, "w", newline="")
+            with open(path, newline="") as f:  # a row cut short by a full disk or a kill is dropped
+                kept = [r for r in csv.DictReader(f) if None not in r and None not in r.values()
+                        and r["step"].isdigit() and int(r["step"]) <= resume_step]
+        # The kept rows go to a new file that replaces the log only once written: a full disk leaves the old one.
+        partial = path.with_name(path.name + ".tmp")
+        with open(partial, "w", newline="") as f:
+            writer = csv.DictWriter(f, fields)
+            writer.writeheader()
+            writer.writerows(kept)
+        os.replace(partial, path)
+        self.file = open(path, "a", newline="")
         self.writer = csv.DictWriter(self.file, fields)
-        self.writer.writeheader()
-        self.writer.writerows(kept)
-        self.file.flush()
 
     def write(self, **row) -> None:
         self.writer.writerow(row)
@@ -634,62 +641,80 @@ def train(cfg: Config, *, targets: Callable = td_targets, loss: Callable = td_lo
     resetting = np.zeros(n, bool)  # next-step autoreset: this step only resets these envs
     bar = tqdm(initial=step, total=cfg.total_steps, disable=not cfg.progress, mininterval=1.0, desc="train")
 
-    with StopRequests(cfg.time_limit * 60) as stop:
-        while step < cfg.total_steps:
-            # -- act in every env; learn while they step -------------------------------------------------
-            before, step = step, step + n
-            eps = epsilon_at(step, cfg, epsilon)
-            timer.lap("other")
-            actions = agent.act(obs, eps)
-            envs.send(actions)  # ale-py's C++ threads step the envs during the updates below
-            timer.lap("act")
-            # The updates due by this step, from what is stored so far. The step after a finished game stores
-            # nothing, so the memory can hold a little less than learning_starts: wait for a batch.
-            if step >= cfg.learning_starts and len(memory) >= cfg.batch_size:
-                due = updates_due(cfg, step)
-                learner.learn(due - counters["updates"], step)
-                counters["updates"] = max(counters["updates"], due)
-                timer.learning_from(step)  # the clock starts after the first learn: its one-off capture left out
-            timer.lap("learn")
+    finished = False
+    try:
+        with StopRequests(cfg.time_limit * 60) as stop:
+            while step < cfg.total_steps:
+                # -- act in every env; learn while they step -------------------------------------------------
+                before, step = step, step + n
+                eps = epsilon_at(step, cfg, epsilon)
+                timer.lap("other")
+                actions = agent.act(obs, eps)
+                envs.send(actions)  # ale-py's C++ threads step the envs during the updates below
+                timer.lap("act")
+                # The updates due by this step, from what is stored so far. The step after a finished game stores
+                # nothing, so the memory can hold a little less than learning_starts: wait for a batch.
+                if step >= cfg.learning_starts and len(memory) >= cfg.batch_size:
+                    due = updates_due(cfg, step)
+                    learner.learn(due - counters["updates"], step)
+                    counters["updates"] = max(counters["updates"], due)
+                    timer.learning_from(step)  # the clock starts after the first learn: its one-off capture left out
+                timer.lap("learn")
 
-            # -- store what happened ------------------------------------------------------------------------
-            next_obs, rewards, terminated, truncated, info = envs.recv()
-            timer.lap("envs")  # what the envs took beyond the acting and learning they overlapped
-            life_lost, real = info["lives"] < lives, ~resetting
-            # Learn from clipped rewards; a lost life is terminal for the target but not for the game.
-            memory.add_batch(obs, actions, np.sign(rewards), next_obs, dones=terminated | life_lost,
-                             episode_ends=terminated | truncated, mask=real)
-            games.record(rewards, real, terminated | truncated, step, eps, learner.diagnostics, len(memory))
-            resetting = terminated | truncated
-            obs, lives = next_obs, info["lives"].copy()
-            timer.lap("store")
+                # -- store what happened ------------------------------------------------------------------------
+                next_obs, rewards, terminated, truncated, info = envs.recv()
+                timer.lap("envs")  # what the envs took beyond the acting and learning they overlapped
+                life_lost, real = info["lives"] < lives, ~resetting
+                # Learn from clipped rewards; a lost life is terminal for the target but not for the game.
+                memory.add_batch(obs, actions, np.sign(rewards), next_obs, dones=terminated | life_lost,
+                                 episode_ends=terminated | truncated, mask=real)
+                games.record(rewards, real, terminated | truncated, step, eps, learner.diagnostics, len(memory))
+                resetting = terminated | truncated
+                obs, lives = next_obs, info["lives"].copy()
+                timer.lap("store")
 
-            # -- the target network; evaluations, each keeping the policy it measured ----------------------
-            if crossed(before, step, cfg.target_sync_every):
-                agent.sync_target()
-            stopped = watchdog.check() or stop.reason()
-            if crossed(before, step, cfg.eval_every) or step >= cfg.total_steps or (stopped and stop.timed_out):
-                with timer.saving():  # evaluating is not training: left out of the learning rate, like saving
-                    returns = evaluate_and_log(agent, cfg, eval_log, step, scalars)
-                    save_checkpoint(out / "checkpoint.pt", agent, cfg, step, returns)
+                # -- the target network; evaluations, each keeping the policy it measured ----------------------
+                if crossed(before, step, cfg.target_sync_every):
+                    agent.sync_target()
+                stopped = watchdog.check() or stop.reason()
+                if crossed(before, step, cfg.eval_every) or step >= cfg.total_steps or (stopped and stop.timed_out):
+                    with timer.saving():  # evaluating is not training: left out of the learning rate, like saving
+                        returns = evaluate_and_log(agent, cfg, eval_log, step, scalars)
+                        save_checkpoint(out / "checkpoint.pt", agent, cfg, step, returns)
 
-            # -- save the training state when due or stopping --------------------------------------------
-            if crossed(before, step, cfg.checkpoint_every) or step >= cfg.total_steps or stopped:
-                counters["step"] = step
-                with timer.saving():
-                    save_training_state(out, agent, memory, cfg, counters)
-            bar.update(n)
-            if stopped:
-                print(f"{stopped}: saved the training state at step {step:,} and stopped", flush=True)
-                break
-
-    for closing in (bar, games.log, eval_log, envs, *([scalars] if scalars else [])):
-        closing.close()
+                # -- save the training state when due or stopping --------------------------------------------
+                if crossed(before, step, cfg.checkpoint_every) or step >= cfg.total_steps or stopped:
+                    counters["step"] = step
+                    with timer.saving():
+                        save_training_state(out, agent, memory, cfg, counters)
+                bar.update(n)
+                if stopped:
+                    print(f"{stopped}: saved the training state at step {step:,} and stopped", flush=True)
+                    break
+        finished = True
+    except OSError as e:
+        if not is_disk_full(e):
+            raise
+        raise disk_full(e, out, memory) from None
+    finally:
+        for closing in (bar, games.log, eval_log, envs, *([scalars] if scalars else [])):
+            with contextlib.suppress(*(() if finished else (OSError,))):  # after a failed write, close what can be
+                closing.close()
     return {**timer.summary(step, first_step), "updates": counters["updates"], "episodes": counters["episodes"],
             "last_returns": list(games.last), "replay_bytes": memory.nbytes,
             "replay_device": str(memory.device or "host"), "rss_bytes": rss_bytes(), "device": str(device),
             "out_dir": str(out), "resumed_from": resume_step, "stopped": stopped, "updates_ran": learner.path,
             "graph_fallback": learner.fallback_reason}
+
+
+def disk_full(cause: OSError, out: Path, memory) -> DiskFullError:
+    """What a run that filled its disk kept (its newest training state) and what its next save needs (the size of
+    that state, or the replay memory's bytes when there is none yet)."""
+    states = list_checkpoints(out)
+    kept = states[-1] if states else None
+    needed = kept.stat().st_size if kept is not None else memory.nbytes
+    return DiskFullError(cause, kept, checkpoint_step(kept) if kept is not None else None, needed,
+                         shutil.disk_usage(out).free)
 
 
 class RunTimer:
@@ -784,6 +809,18 @@ def main(argv: list[str] | None = None) -> None:
     except (ConfigError, CheckpointError, InsufficientMemoryError, InsufficientDiskError) as e:
         print(f"error: {e}", file=sys.stderr)  # a setting to change, not a bug: no traceback, argparse's status
         raise SystemExit(2) from None
+    except DiskFullError as e:  # stopped like a signal stops it, from the other side: what was kept, how to go on
+        print(f"stopped: {e.strerror}", file=sys.stderr)
+        then = (f"resume with: {resume_command(argv, cfg.out_dir)}" if e.kept is not None
+                else "run the same command again")
+        print(f"free {format_bytes(e.needed)} or more there, then {then}", file=sys.stderr)
+        raise SystemExit(3) from None
+    except OSError as e:
+        if not is_disk_full(e):
+            raise
+        print(f"stopped: the disk filled while the run set up its files ({e.filename or 'a file'}: {e.strerror}); "
+              "no training state was changed: free space there, then run the same command again", file=sys.stderr)
+        raise SystemExit(3) from None
     print(f"{'stopped' if summary['stopped'] else 'done'}: {summary['steps']:,} steps in {summary['seconds']:.0f} s "
           f"({summary['steps_per_s']:.0f} steps/s on {summary['device']}), {summary['episodes']} games, "
           f"replay {format_bytes(summary['replay_bytes'])}; files in {summary['out_dir']}")
