@@ -64,7 +64,7 @@ def test_a_training_state_that_cannot_be_written_stops_the_run_and_the_last_one_
     assert f"Kept: {kept[0]} (step 400)" in err
     size = kept[0].stat().st_size
     assert f"The next save needs about {train_module.format_bytes(size)}" in err and " is free there" in err
-    assert f"resume with: python -m dqn_course.train" in err and f"--resume {out}" in err
+    assert "resume with: python -m dqn_course.train" in err and f"--resume {out}" in err
     assert not list(out.glob("*.tmp"))
     monkeypatch.setattr(train_module, "write_checkpoint", real)
     resumes_to_the_end(out, capsys)
