@@ -317,11 +317,14 @@ QUESTIONS = {
     "03.where_to_scale": ("b", "the memory keeps 1 byte per pixel and the network converts each batch itself",
                           {"a": "float32 in the memory costs 4 bytes per pixel for a million transitions",
                            "c": "float16 still costs 2 bytes per pixel and buys nothing: the network converts"}),
-    "03.mean_dtype": ("c", "np.mean (and /) on integers returns float64 unless you pass dtype=",
-                      {"a": "a mean of integers is rarely an integer: NumPy promotes, to its widest float",
-                       "b": "NumPy picks float64, not float32, when no dtype is given"}),
-    "03.uint8_assign": ("a", "a uint8 array truncates floats in [0, 1) to 0",
-                        {"b": "NumPy converts silently, it does not raise", "c": "uint8 cannot hold 0.5"}),
+    "03.mean_dtype": ("c", "dividing integer arrays gives float64, 8 bytes a pixel, eight times the frames (and "
+                           "a + b wraps around at 256 before the division: section 4)",
+                      {"a": "the division made floats: which float does NumPy pick for integer arrays?",
+                       "b": "NumPy picks float64, not float32, for integer arrays unless told otherwise"}),
+    "03.uint8_assign": ("a", "uint8 arithmetic wraps around modulo 256: 100 - 200 = -100 is stored as 156; "
+                             "convert to a signed or float dtype before subtracting",
+                        {"b": "a uint8 array has no room for -100: what did section 4 show 200 + 100 giving?",
+                         "c": "NumPy does not clip integer arithmetic: section 4's 200 + 100 shows what it does"}),
     "04.frames_per_transition": ("c", "the ring keeps each frame once, one new frame per step, whatever the stack's "
                                       "length or the frame's size",
                                  {"a": "that is s and s' stored as two stacks each, the layout the ring replaces",
