@@ -75,7 +75,7 @@ def _call_answer(fn, args: tuple, name: str):
         return fn(*args)
     except ZeroDivisionError as exc:
         raise AssertionError(f"{name}{args} raised ZeroDivisionError ({exc}): a memory that does not grow "
-                             "(bytes_per_step <= 0) is never killed: return math.inf for it") from None
+                             "(no bytes a step, or fewer) is never killed: the exercise's answer for it is math.inf") from None
 
 
 def check_bytes_per_transition(bytes_per_transition) -> bool | None:
@@ -158,14 +158,15 @@ def check_killed_at_step(killed_at_step) -> bool | None:
         if abs(got - expected) <= 1:
             continue
         hints = [
-            (available / per_step, "the baseline is in RAM before the first step: only available - baseline "
-                                   "is left for the memory to grow into"),
+            (available / per_step, "the baseline is in RAM before the first step: only the RAM it leaves "
+                                   "free is left for the memory to grow into"),
             ((available + baseline) / per_step, "subtract the baseline from the available RAM, don't add it"),
             (available / per_step / 2, "bytes_per_step is already per transition (per step): don't halve it"),
             (available - baseline - per_step, "divide what is left by the bytes per step"),
         ]
         hint = next((h for value, h in hints if abs(got - value) <= 1),
-                    "killed at step (available_bytes - baseline_bytes) / bytes_per_step")
+                    "the process is killed once its growth, step after step, has used up the RAM "
+                    "its baseline leaves free (section 3, *Extrapolate*)")
         raise AssertionError(f"killed_at_step{args} returned {got:,.1f}, expected about {expected:,.1f}: {hint}.")
     return _passed("killed_at_step is right: (available - baseline) / bytes per step, and never (inf) "
                    "for a memory that does not grow")
@@ -199,7 +200,8 @@ def _preprocess_hint(out, frame) -> str:
     if close(cv2.resize(gray, (84, 84), interpolation=area).T):
         return "the frame comes out transposed (cv2.resize takes (width, height); don't swap axes)"
     if close(cv2.resize(cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY), (84, 84), interpolation=area)):
-        return "the screen is RGB, not BGR: use cv2.COLOR_RGB2GRAY"
+        return ("the screen is RGB, not BGR: a BGR conversion gives red the weight that belongs to blue (section 1, "
+                "*One moment, three pictures*, says how gray weighs the channels)")
     if close(cv2.resize(frame.mean(axis=2).astype(np.uint8), (84, 84), interpolation=area)):
         return ("a plain mean of R, G and B is not luminance: gray weighs the channels as the eye does, green "
                 "most (section 1, *One moment, three pictures*), and OpenCV's RGB-to-gray conversion does that")
@@ -242,7 +244,8 @@ def check_preprocess(preprocess) -> bool | None:
         if out.dtype != np.uint8:
             raise AssertionError(
                 f"preprocess returned dtype {out.dtype} ({out.dtype.itemsize} bytes per pixel), expected uint8 "
-                "(1 byte): keep the pixels as integers 0-255 (np.mean and /255 turn them into float64)")
+                "(1 byte): keep the pixels as integers 0-255 (section 2, *Trap 1*: a mean or a division makes "
+                "float64)")
         ref = downsample(frame)
         diff = np.abs(out.astype(np.int16) - ref.astype(np.int16))
         if int(diff.max()) > 1:
@@ -343,30 +346,32 @@ QUESTIONS = {
                              "b": "the objects per row do not depend on the frame size"}),
     "05.prefault": ("a", "np.zeros only reserves address space; pages arrive as they are written",
                     {"b": "the ring's size is fixed at construction", "c": "nothing is freed while filling"}),
-    "06.why_batched_faster": ("b", "the fixed price per framework call is paid once instead of 32 times",
-                              {"a": "the same arithmetic is done both ways",
-                               "c": "the targets are identical: same precision"}),
-    "06.double_lower": ("a", "the target net values the online net's choice, never more than its own maximum",
-                        {"b": "both networks are used for every non-terminal transition",
-                         "c": "a terminal transition does not bootstrap: both targets equal the reward"}),
+    "06.why_batched_faster": ("b", "the fixed price per framework call is paid once per batch, so the larger the "
+                                   "batch the less of it each target carries",
+                              {"a": "the arithmetic per target is the same; what is shared is the price of the call",
+                               "c": "a larger batch takes longer in all, but each target's share of the call is "
+                                    "smaller"}),
+    "06.double_lower": ("a", "the maximum of more noisy estimates lands higher: with 18 errors to pick from, the "
+                             "largest is larger (section 3's simulation with 18 columns would show it)",
+                        {"b": "the max picks the luckiest error: the more there are, the luckier the pick",
+                         "c": "a maximum does not average: it picks the largest error"}),
     "06.gpu_gain": ("c", "on a GPU the arithmetic of a small forward is tiny, so the fixed price is most of it",
                     {"a": "the number of calls is the same on any device",
                      "b": "the loop also waits for the GPU at each read-back"}),
-    "06.truncation_bootstraps": ("c", "a clock stopped the game, not the agent: the cut-off state still has a future, "
-                                      "so its target bootstraps",
-                                 {"a": "a lost life ends that life's future; a time limit ends none: the state "
-                                       "could have gone on",
-                                  "b": "the last step's reward still counts, and so does the future the clock "
-                                       "cut off"}),
+    "06.truncation_bootstraps": ("c", "a clock stopped the episode, not the agent: marked done, a state with a "
+                                      "future is taught it has none, and nothing in it says why (*Why (1 − done)*)",
+                                 {"a": "done removes the bootstrap; a time limit should keep it: the state could "
+                                       "have gone on",
+                                  "b": "the target knows nothing of poles: it only drops the next state's value"}),
     "06.target_network": ("a", "a target copied after every update moves with every update: the network chases a "
                                "moving target again",
                           {"b": "a copy is cheap; what matters is whether the targets stay put between updates",
                            "c": "the target still adds the discounted value of the next state, from the copy"}),
-    "06.huber_large_error": ("b", "beyond |e| = 1 the Huber loss grows linearly: its gradient stays at 1 in size, "
-                                  "while the squared error's is e",
-                             {"a": "the two agree only while |e| <= 1: look at the gradient panel at e = 5",
-                              "c": "beyond 1 the Huber gradient is +1 or -1, not 0: the transition still counts, "
-                                   "with a bounded push"}),
+    "06.huber_large_error": ("b", "inside the threshold the Huber loss is the squared error, whose gradient is e: "
+                                  "with 10, an error of 5 pushes with 5, not 1",
+                             {"a": "the push is bounded only beyond the threshold: where is 5 now?",
+                              "c": "the Huber loss never drops an error: inside the threshold it is the squared "
+                                   "error"}),
     "06b.fresh_process": ("a", "memory freed earlier is often kept by the allocator and reused, hiding growth",
                           {"b": "RSS counts every page a process uses, whatever its dtype",
                            "c": "RSS can be read any time; what matters is what was allocated before"}),
@@ -508,7 +513,8 @@ def check_stack_at(stack_at) -> bool | None:
                          f"frame {start}): expected frames {numbers(expected)}, got {numbers(got)}")
                 assert got.shape == expected.shape, (
                     f"stack_at must return one array of shape (stack, H, W) = {expected.shape}, got shape "
-                    f"{got.shape} {where}. Index the frames as frames[[...]] with `stack` indices.")
+                    f"{got.shape} {where}. A stack is `stack` frames picked by their indices in one go (section 2, "
+                    "*Building a stack by index*).")
                 if np.array_equal(got, expected):
                     checked += 1
                     at_start += t - stack + 1 < start
@@ -520,8 +526,9 @@ def check_stack_at(stack_at) -> bool | None:
                 if np.array_equal(got, expected[::-1]):
                     hint = "the order is reversed: oldest frame first, frames[t] last"
                 elif np.array_equal(got, no_episode):
-                    hint = ("the stack reaches back across an episode start into the previous episode: stop at "
-                            "the latest k <= t with first[k] True and repeat frames[k] for the earlier positions")
+                    hint = ("the stack reaches back across an episode start into the previous episode: a window "
+                            "stops at its episode's first frame, and copies of that frame fill the places before it "
+                            "(section 3, *Episode starts: padding*)")
                 elif np.array_equal(got, zeros):
                     hint = "positions before the episode's first frame repeat that first frame (not zeros)"
                 elif np.array_equal(got, np.repeat(frames[t:t + 1], stack, axis=0)):
@@ -558,7 +565,7 @@ def check_ring(ring_class) -> bool | None:
         return _not_answered_yet("sample() still returns None; return an array of sampled items")
     batch = np.asarray(batch)
     assert batch.shape == (300, 2, 3), (
-        f"sample(300, rng) should return an array of shape (300, *item_shape) = (300, 2, 3), got {batch.shape}")
+        f"sampling 300 items should return an array of 300 items, shape (300, 2, 3), got {batch.shape}")
     assert batch.dtype == np.uint8, (
         f"sampled items have dtype {batch.dtype}, the ring was made for uint8: preallocate storage with the "
         "dtype passed to __init__")
@@ -585,8 +592,8 @@ def check_ring(ring_class) -> bool | None:
             big.add(item(v % 256, (84, 84)))
     assert tm.current < 500 * 84 * 84 // 4, (
         f"adding 1,500 frames kept {tm.current:,} more bytes allocated: the ring keeps the arrays it is given "
-        "(a list or deque of references) or allocates per add. Allocate one array of shape "
-        "(capacity, *item_shape) in __init__ and copy each item into its slot")
+        "(a list or deque of references) or allocates per add. All the storage is made once, in __init__, with "
+        "a slot for every item, and each add copies its item into a slot (section 3, the *prefault* part)")
     return _passed("the ring holds the newest `capacity` items in storage made once, and samples only them")
 
 
@@ -648,9 +655,10 @@ def _td_targets_hint(got, r, d, q_target, q_online, gamma: float, double: bool) 
     candidates = [
         (r + gamma * v, "a transition with done = 1 (game over or a lost life) must not bootstrap: its next "
                         "state's value must not count (*Why (1 − done)*, above section 1)"),
-        (r + gamma * d * v, "the mask is the wrong way round: (1 - dones) keeps the next value of the transitions "
-                            "that go on, you kept it only for the terminal ones"),
-        (r + (1 - d) * v, "multiply the next state's value by gamma (the discount)"),
+        (r + gamma * d * v, "the mask for endings is the wrong way round: the next state's value must count for the "
+                            "transitions that go on, you kept it only for the terminal ones (*Why (1 − done)*)"),
+        (r + (1 - d) * v, "the discount is missing: the next state's value counts γ times, the `gamma` argument "
+                          "(*The target each learning step moves towards*)"),
         (r + 0.99 * (1 - d) * v, "use the `gamma` argument, not a fixed 0.99"),
         (torch.sign(r) + gamma * (1 - d) * v, clip),
         (r.clamp(-1, 1) + gamma * (1 - d) * v, clip),
@@ -662,9 +670,9 @@ def _td_targets_hint(got, r, d, q_target, q_online, gamma: float, double: bool) 
     if double:
         candidates += [
             (r + gamma * (1 - d) * v_plain,
-             "with double=True your targets equal plain DQN's: did you ignore `double`, or choose a* with the target "
+             "with `double` on, your targets equal plain DQN's: did you ignore `double`, or choose a* with the target "
              "network? The online network chooses a* = argmax_a Q_online(s', a), the target network values it: "
-             "Q_target(s', a*)"),
+             "Q_target(s', a*) (section 3)"),
             (r + gamma * (1 - d) * v_online, "Double DQN: value a* with the target network, Q_target(s', a*), not "
                                              "with the online network that chose it"),
             (r + gamma * (1 - d) * q_online.gather(1, q_target.argmax(1, keepdim=True)).squeeze(1),
@@ -686,8 +694,8 @@ def _td_shape_hint(shape: tuple) -> str:
     return {(b, 1): "one value per transition, but in a (B, 1) column: the targets are a (B,) vector",
             (b, b): "a (B, 1) column met a (B,) row and broadcast to (B, B): the picked values must be a (B,) "
                     "vector before they are combined",
-            (b, n): "that is one value per action: reduce over the actions (dim=1) to get V(s')",
-            (n,): "that is one value per action: take the max over the actions (dim=1), not over the batch (dim=0)",
+            (b, n): "that is one value per action: reduce over the actions (axis 1) to get V(s')",
+            (n,): "that is one value per action: take the max over the actions (axis 1), not over the batch (axis 0)",
             (): "that is one number for the whole batch: keep one target per transition (no sum or mean)",
             (1,): "that is one number for the whole batch: keep one target per transition (no sum or mean)",
             }.get(shape, "one target per transition: combine (B,) tensors only")
@@ -728,7 +736,7 @@ def check_td_targets(td_targets) -> bool | None:
                                  "converted to an index": "if you multiplied by the result of a max along an "
                                                           "axis: " + PAIR_HINT,
                                  "must match the size": "one value per transition (B,): reduce over the actions "
-                                                        "(dim=1), not over the batch (dim=0)"})
+                                                        "(axis 1), not over the batch (axis 0)"})
             if got is None:
                 return _not_answered_yet("td_targets still returns None; return a tensor of shape (B,)")
             for arg, before, after in zip(("rewards", "dones", "next_states"), (r, d, next_states), given):
@@ -753,7 +761,7 @@ def check_td_targets(td_targets) -> bool | None:
                     f"{name}: {int(wrong.sum())} of {TD_BATCH} targets are wrong, e.g. transition {i} (reward "
                     f"{float(r[i]):g}, done {float(d[i]):g}): yours is {float(values[i]):.4f}. Hint: {hint}.")
             assert not (isinstance(got, torch.Tensor) and got.requires_grad), (
-                f"{name}: the values are right, but the targets carry a gradient (requires_grad=True), so "
+                f"{name}: the values are right, but the targets carry a gradient (requires_grad is True), so "
                 "loss.backward() would differentiate through them too, as if the goal itself were to be moved: "
                 "a target is a constant the prediction moves towards, computed where autograd records nothing "
                 "(`torch.no_grad()`, the exercise's first paragraph)")
@@ -968,8 +976,8 @@ def _epsilon_hint(got: dict[int, float], start: float, end: float, decay_steps: 
                            "at a step is that step out of decay_steps itself")
     values = list(got.values())
     if all(end - 1e-9 <= v <= start + 1e-9 for v in values) and all(a >= b for a, b in zip(values, values[1:])):
-        return first, ("ε falls along a curve, not a straight line: that is multiplicative decay (epsilon *= 0.995 "
-                       "per step, as in many blog agents). The DQN papers anneal ε linearly from start to end over "
+        return first, ("ε falls along a curve, not a straight line: that is multiplicative decay (ε multiplied by "
+                       "a constant such as 0.995 at every step, as in many blog agents). The DQN papers anneal ε linearly from start to end over "
                        "decay_steps, and that straight line is what train() uses and what the epsilon column of a "
                        "run's log.csv shows")
     return first, ("ε should fall in a straight line from `start` at step 0 to `end` at decay_steps, then stay at "
