@@ -85,8 +85,9 @@ def test_preprocess_wrong(name):
 
 
 def test_preprocess_hints_name_the_mistake():
-    for name, words in [("BGR", "RGB2GRAY"), ("INTER_LINEAR", "INTER_AREA"), ("transposed", "transposed"),
-                        ("channel mean", "luminance"), ("float64 output", "uint8"), ("blog [::2, ::2]", "resize")]:
+    for name, words in [("BGR", "red the weight that belongs to blue"), ("INTER_LINEAR", "INTER_AREA"),
+                        ("transposed", "transposed"), ("channel mean", "luminance"), ("float64 output", "uint8"),
+                        ("blog [::2, ::2]", "resize")]:
         with pytest.raises(AssertionError, match=words):
             checks.check_preprocess(WRONG_PREPROCESS[name])
 

@@ -63,7 +63,7 @@ def test_killed_at_step_right(capsys):
     (lambda b, s, a: math.inf if s <= 0 else a / s / 2, "don't halve"),
     (lambda b, s, a: (a - b) / s, "ZeroDivisionError"),
     (lambda b, s, a: 0 if s <= 0 else (a - b) / s, "math.inf"),
-    (lambda b, s, a: math.inf if s <= 0 else (a - b) / s + 10, "available_bytes - baseline_bytes"),
+    (lambda b, s, a: math.inf if s <= 0 else (a - b) / s + 10, "used up the RAM its baseline leaves free"),
 ])
 def test_killed_at_step_wrong(wrong, hint):
     with pytest.raises(AssertionError, match=hint):

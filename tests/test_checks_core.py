@@ -152,10 +152,10 @@ def test_td_targets_accepts_any_number_type(capsys):
 
 @pytest.mark.parametrize("answer, hint", [
     (td_no_done_mask, r"must not bootstrap: its next state's value must not count"),
-    (td_no_gamma, "multiply the next state's value by gamma"),
+    (td_no_gamma, "the discount is missing"),
     (td_fixed_gamma, "not a fixed 0.99"),
-    (td_mask_reversed, "mask is the wrong way round"),
-    (td_max_over_batch, r"not over the batch \(dim=0\)"),
+    (td_mask_reversed, "mask for endings is the wrong way round"),
+    (td_max_over_batch, r"not over the batch \(axis 0\)"),
     (td_max_whole_tensor, "the largest Q-value of the whole batch"),
     (td_no_values, r"gives a pair \(values, indices\): the values are the part to use"),
     (td_keepdim, r"in a \(B, 1\) column: the targets are a \(B,\) vector"),
@@ -362,6 +362,22 @@ def eps_one_step_late(step, start, end, decay_steps):
     return max(end, start - (start - end) * step / (decay_steps + 1))
 
 
+def eps_one_step_early_floor_after(step, start, end, decay_steps):
+    """Divides by decay_steps - 1, as eps_one_step_early, but floors only after decay_steps: at decay_steps itself
+    ε is below `end`."""
+    if step > decay_steps:
+        return end
+    return start - (start - end) * step / (decay_steps - 1)
+
+
+def eps_one_step_ahead(step, start, end, decay_steps):
+    return eps_right(step + 1, start, end, decay_steps)
+
+
+def eps_one_step_behind(step, start, end, decay_steps):
+    return start - (start - end) * min(1.0, (step - 1) / decay_steps)
+
+
 def eps_ignores_start(step, start, end, decay_steps):
     return eps_right(step, 1.0, end, decay_steps)
 
@@ -385,10 +401,21 @@ def test_epsilon_schedule_right(capsys):
     (eps_ignores_start, "at step 0, ε should be `start`"),
     (eps_one_step_early, r"off by one step: ε reaches `end` at step 99,999, not at decay_steps = 100,000"),
     (eps_one_step_late, r"off by one step: ε reaches `end` at step 100,001"),
+    (eps_one_step_early_floor_after, r"off by one step: ε reaches `end` at step 99,999, not at decay_steps"),
+    (eps_one_step_ahead, r"off by one step: at every step ε is the line's value one step later"),
+    (eps_one_step_behind, r"off by one step: at every step ε is the line's value one step earlier"),
 ])
 def test_epsilon_schedule_wrong(answer, hint):
     with pytest.raises(AssertionError, match=hint):
         checks.check_epsilon_schedule(answer)
+
+
+@pytest.mark.parametrize("answer", [eps_one_step_early, eps_one_step_late, eps_one_step_early_floor_after,
+                                    eps_one_step_ahead, eps_one_step_behind])
+def test_an_off_by_one_schedule_is_not_called_multiplicative(answer):
+    with pytest.raises(AssertionError) as caught:
+        checks.check_epsilon_schedule(answer)
+    assert "off by one step" in str(caught.value) and "multiplicative" not in str(caught.value)
 
 
 def test_epsilon_schedule_unanswered(capsys):

@@ -217,7 +217,8 @@ def diagnose(folder: str | Path, config: dict, policy_step: int) -> list[str]:
     if np.nanmax(q_max) > bound:
         causes.append(f"max-Q diverging: the mean max-Q of the sampled states reached {np.nanmax(q_max):,.4g}, above "
                       f"1 / (1 - γ) = {bound:.0f}, the largest discounted return of rewards clipped to 1 (notebook 07, "
-                      "reading a run's diagnostics; notebook 06 on the target, (1 - done) and the target network)")
+                      "reading a run's diagnostics; notebook 06 on the target: *Why (1 − done)* and *Why a target "
+                      "network*)")
     recent = loss[learned][-max(1, learned.sum() // 2):]
     if np.nanmedian(np.abs(recent)) < 1e-6:
         causes.append("the loss is flat at zero: each prediction equals its target, so no gradient teaches anything "

@@ -75,7 +75,8 @@ def _call_answer(fn, args: tuple, name: str):
         return fn(*args)
     except ZeroDivisionError as exc:
         raise AssertionError(f"{name}{args} raised ZeroDivisionError ({exc}): a memory that does not grow "
-                             "(no bytes a step, or fewer) is never killed: the exercise's answer for it is math.inf") from None
+                             "(no bytes a step, or fewer) is never killed: the exercise's answer for it is "
+                             "math.inf") from None
 
 
 def check_bytes_per_transition(bytes_per_transition) -> bool | None:
@@ -961,13 +962,24 @@ def _epsilon_hint(got: dict[int, float], start: float, end: float, decay_steps: 
     if close(got[mid], start) and close(got[n - 1], start) and close(got[n], end):
         return first, ("ε jumps from start to end at decay_steps: the fraction of the decay done is computed by "
                        "integer division, which stays 0 until decay_steps; it should grow a little at every step")
+    for shift in (1, -1):  # the whole line one step early or late: step 0 is not where the line starts
+        shifted = [linear_epsilon(s + shift, start, end, n) for s in got]
+        if any(all(close(v, w) for v, w in zip(got.values(), line))
+               for line in (shifted, [min(start, w) for w in shifted])):
+            return first, (f"off by one step: at every step ε is the line's value one step "
+                           f"{'later' if shift > 0 else 'earlier'}, so step 0 does not start at `start`. The line "
+                           "starts at step 0 with ε = `start`: the fraction of the decay done at a step is that step "
+                           "out of decay_steps")
     if not close(got[0], start):
         return 0, "at step 0, ε should be `start`"
-    for off in (-1, 1):
-        if all(close(v, linear_epsilon(s, start, end, n + off)) for s, v in got.items()):
-            return first, (f"off by one step: ε reaches `end` at step {n + off:,}, not at decay_steps = {n:,}. The "
-                           f"line runs from step 0 to step decay_steps, so the fraction of the decay done at a step is "
-                           f"that step out of decay_steps, no more and no less")
+    if start - got[mid] > 1e-9 * start:  # a straight line through step 0 and half way: where does it reach `end`?
+        length = mid * (start - end) / (start - got[mid])
+        for off in (-1, 1):
+            if abs(length - (n + off)) < 0.01 and all(close(got[s], linear_epsilon(s, start, end, n + off))
+                                                     for s in (0, 1, 10, mid)):
+                return first, (f"off by one step: ε reaches `end` at step {n + off:,}, not at decay_steps = {n:,}. "
+                               "The line runs from step 0 to step decay_steps, so the fraction of the decay done at "
+                               "a step is that step out of decay_steps, no more and no less")
     if got[1] < start:
         other = (start - end) / (start - got[1])  # the decay length a straight line through got[0], got[1] has
         if abs(other / n - 1) > 0.01 and all(close(v, linear_epsilon(s, start, end, other)) for s, v in got.items()):
@@ -975,11 +987,12 @@ def _epsilon_hint(got: dict[int, float], start: float, end: float, decay_steps: 
                            "already a number of steps (not a fraction of the run), so the fraction of the decay done "
                            "at a step is that step out of decay_steps itself")
     values = list(got.values())
-    if all(end - 1e-9 <= v <= start + 1e-9 for v in values) and all(a >= b for a, b in zip(values, values[1:])):
+    if (all(end - 1e-9 <= v <= start + 1e-9 for v in values) and all(a >= b for a, b in zip(values, values[1:]))
+            and got[mid] < linear_epsilon(mid, start, end, n) - 0.01 * (start - end)):  # a curve below the line
         return first, ("ε falls along a curve, not a straight line: that is multiplicative decay (ε multiplied by "
-                       "a constant such as 0.995 at every step, as in many blog agents). The DQN papers anneal ε linearly from start to end over "
-                       "decay_steps, and that straight line is what train() uses and what the epsilon column of a "
-                       "run's log.csv shows")
+                       "a constant such as 0.995 at every step, as in many blog agents). The DQN papers anneal ε "
+                       "linearly from start to end over decay_steps, and that straight line is what train() uses and "
+                       "what the epsilon column of a run's log.csv shows")
     return first, ("ε should fall in a straight line from `start` at step 0 to `end` at decay_steps, then stay at "
                    "`end`")
 
