@@ -380,16 +380,16 @@ QUESTIONS = {
                                  "fills, then overwrites its oldest slots",
                             {"a": "np.zeros hands out address space; each page costs RSS when it is first written",
                              "c": "a ring overwrites its oldest slots: it never holds more than its capacity"}),
-    "07b.lost_runtime": ("b", "a lost runtime takes the process with it, unsaved; the next session resumes from the "
-                              "newest state file and plays the steps after it again",
+    "07b.lost_runtime": ("b", "the next session resumes from the newest state file and plays the steps after it "
+                              "again: at most one save interval, whatever the session's length",
                          {"a": "a runtime that ends takes the training process with it: no signal, no save "
                                "(--time-limit is how the run saves first)",
                           "c": "any state file on Drive is a starting point, clean stop or not (09b resumed a run "
                                "killed with SIGKILL)"}),
-    "07b.fast_state": ("c", "replay_on_device takes --replay-storage ram only: each state holds every raw frame",
-                       {"a": "it saves as often as breakout does: compare the files' size, not their number",
-                        "b": "the frames are copied to the host to be saved; the storage the preset allows decides "
-                             "the size"}),
+    "07b.fast_state": ("c", "a run writes its new state before it deletes the oldest: three files at once, about "
+                            "21 GB of raw frames",
+                       {"a": "the new state is written first, so that a failed write never costs the last good one",
+                        "b": "the files' size is set by how the frames are stored, not by the device"}),
     "07.eps_start": ("c", "at step 0 the schedule gives ε = 1 again: the agent acts at random until ε has fallen",
                      {"a": "the memory keeps the past, but every new transition comes from the actions ε picks",
                       "b": "ε picks the actions; the TD target holds no ε"}),
