@@ -356,9 +356,10 @@ QUESTIONS = {
                              "largest is larger (section 3's simulation with 18 columns would show it)",
                         {"b": "the max picks the luckiest error: the more there are, the luckier the pick",
                          "c": "a maximum does not average: it picks the largest error"}),
-    "06.gpu_gain": ("c", "on a GPU the arithmetic of a small forward is tiny, so the fixed price is most of it",
-                    {"a": "the number of calls is the same on any device",
-                     "b": "the loop also waits for the GPU at each read-back"}),
+    "06.gpu_gain": ("c", "faster arithmetic leaves the fixed price per call as a larger share: the loop pays it 32 "
+                         "times, the batched pass once (the same reason a GPU should widen the gap, section 5)",
+                    {"a": "the calls' fixed price does not shrink with the arithmetic, and the loop pays it 32 times",
+                     "b": "the arithmetic is the same, but the loop also pays the fixed price 32 times"}),
     "06.truncation_bootstraps": ("c", "a clock stopped the episode, not the agent: marked done, a state with a "
                                       "future is taught it has none, and nothing in it says why (*Why (1 − done)*)",
                                  {"a": "done removes the bootstrap; a time limit should keep it: the state could "
