@@ -30,6 +30,8 @@ import json
 import os
 import re
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +69,20 @@ def _layout(arrays: dict[str, np.ndarray], meta: dict) -> tuple[bytes, list[dict
     return header.ljust(header_len), entries
 
 
+@contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """A temporary file beside ``path`` (its name + ``.tmp``) to write in; once the block ends without error it
+    replaces ``path`` in one rename, so a reader never sees a file half written. If the block raises (a full disk,
+    an interrupt), the temporary file is removed and ``path`` is left as it was."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        yield tmp
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+
+
 def write_checkpoint(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: dict) -> int:
     """Write ``arrays`` (any dtype but object) and JSON-able ``meta`` atomically; returns the file size."""
     path = Path(path)
@@ -75,28 +91,22 @@ def write_checkpoint(path: str | os.PathLike, arrays: dict[str, np.ndarray], met
             raise TypeError(f"checkpoint array {name!r} must be a numpy array of plain values, got {type(a).__name__}"
                             + (f" of dtype {a.dtype}" if isinstance(a, np.ndarray) else ""))
     header, entries = _layout(arrays, meta)
-    tmp = path.with_name(path.name + ".tmp")
     digest = hashlib.sha256()
-    try:
-        with open(tmp, "wb") as f:
-            def put(data) -> None:
-                digest.update(data)
-                f.write(data)
+    with replacing(path) as tmp, open(tmp, "wb") as f:  # a failed write leaves the previous checkpoint as it was
+        def put(data) -> None:
+            digest.update(data)
+            f.write(data)
 
-            put(MAGIC + np.array([FORMAT_VERSION, 0], "<u4").tobytes() + np.array([len(header)], "<u8").tobytes())
-            put(header)
-            for e in entries:
-                put(b"\0" * (e["offset"] - f.tell()))
-                put(np.ascontiguousarray(arrays[e["name"]]).reshape(-1).view(np.uint8))
-            put(b"\0" * (_aligned(f.tell()) - f.tell()))
-            f.write(digest.digest())
-            f.flush()
-            os.fsync(f.fileno())
-            size = f.tell()
-    except BaseException:  # a failed write (disk full, interrupted) leaves the previous checkpoint as it was
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
+        put(MAGIC + np.array([FORMAT_VERSION, 0], "<u4").tobytes() + np.array([len(header)], "<u8").tobytes())
+        put(header)
+        for e in entries:
+            put(b"\0" * (e["offset"] - f.tell()))
+            put(np.ascontiguousarray(arrays[e["name"]]).reshape(-1).view(np.uint8))
+        put(b"\0" * (_aligned(f.tell()) - f.tell()))
+        f.write(digest.digest())
+        f.flush()
+        os.fsync(f.fileno())
+        size = f.tell()
     dir_fd = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
     try:
         os.fsync(dir_fd)

@@ -28,7 +28,6 @@ import contextlib
 import csv
 import dataclasses
 import importlib.util
-import os
 import shlex
 import shutil
 import sys
@@ -52,6 +51,7 @@ from dqn_course.checkpoint import (
     latest_checkpoint,
     list_checkpoints,
     prune_checkpoints,
+    replacing,
     restore_training_state,
     training_state,
     write_checkpoint,
@@ -407,15 +407,15 @@ def save_checkpoint(path: Path, agent: DQNAgent, cfg: Config, step: int, returns
     evaluated, that evaluation (``{"games", "mean", "std"}``; None otherwise).
 
     The target network and Adam's state belong to resuming, which ``state-<step>.ckpt`` covers. Written
-    to a temporary file, then renamed, so it is never half written. ``dqn_course.evaluate`` and
+    to a temporary file, then renamed (``checkpoint.replacing``), so it is never half written and a failed write
+    leaves the previous file. ``dqn_course.evaluate`` and
     ``dqn_course.lab.playback.load_agent`` read it.
     """
     evaluation = None if returns is None else {"games": len(returns), "mean": float(np.mean(returns)),
                                                "std": float(np.std(returns))}
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save({"q": agent.q.state_dict(), "config": dataclasses.asdict(cfg), "step": step,
-                "evaluation": evaluation}, tmp)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        torch.save({"q": agent.q.state_dict(), "config": dataclasses.asdict(cfg), "step": step,
+                    "evaluation": evaluation}, tmp)
 
 
 # Fields the saved state depends on (the replay's shape and kind, PER's α, the optimiser's saved lr): a resume
@@ -446,12 +446,10 @@ class CsvLog:
                 kept = [r for r in csv.DictReader(f) if None not in r and None not in r.values()
                         and r["step"].isdigit() and int(r["step"]) <= resume_step]
         # The kept rows go to a new file that replaces the log only once written: a full disk leaves the old one.
-        partial = path.with_name(path.name + ".tmp")
-        with open(partial, "w", newline="") as f:
+        with replacing(path) as partial, open(partial, "w", newline="") as f:
             writer = csv.DictWriter(f, fields)
             writer.writeheader()
             writer.writerows(kept)
-        os.replace(partial, path)
         self.file = open(path, "a", newline="")
         self.writer = csv.DictWriter(self.file, fields)
 

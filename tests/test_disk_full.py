@@ -120,3 +120,48 @@ def test_a_disk_full_while_setting_up_leaves_the_log_as_it_was(tmp_path, monkeyp
     monkeypatch.setattr("builtins.open", real_open)
     assert (out / "log.csv").read_text() == "step,episode_return\n100,1.0\n"
     assert not list(out.glob("*.tmp"))
+
+
+def test_a_write_the_disk_cuts_short_leaves_the_previous_file_and_no_temporary_one(tmp_path):
+    from dqn_course.checkpoint import replacing
+
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(b"the previous policy")
+    with pytest.raises(OSError) as error, replacing(path) as tmp:
+        tmp.write_bytes(b"half a poli")  # the disk takes part of the new file, then is full
+        raise full(str(tmp))
+    assert error.value.errno == errno.ENOSPC
+    assert path.read_bytes() == b"the previous policy" and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    with replacing(path) as tmp:
+        tmp.write_bytes(b"the new policy")
+    assert path.read_bytes() == b"the new policy" and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_the_policy_file_and_a_resumed_log_are_written_through_it(tmp_path, monkeypatch):
+    import torch
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "log.csv").write_text("step,episode_return\n100,1.0\n")
+    real_writerows = csv.DictWriter.writerows
+
+    def disk_fills(self, rows):
+        real_writerows(self, rows)
+        raise full("log.csv.tmp")
+
+    monkeypatch.setattr(csv.DictWriter, "writerows", disk_fills)
+    with pytest.raises(OSError):
+        train_module.CsvLog(out / "log.csv", ["step", "episode_return"], resume_step=1_000)
+    assert (out / "log.csv").read_text() == "step,episode_return\n100,1.0\n" and not list(out.glob("*.tmp"))
+
+    (out / "checkpoint.pt").write_bytes(b"the previous policy")
+
+    def torch_save_cut_short(obj, f):
+        Path(f).write_bytes(b"half")
+        raise full(str(f))
+
+    monkeypatch.setattr(torch, "save", torch_save_cut_short)
+    agent = train_module.DQNAgent(n_actions=4, device="cpu", seed=0)
+    with pytest.raises(OSError):
+        train_module.save_checkpoint(out / "checkpoint.pt", agent, train_module.PRESETS["quick"], 10)
+    assert (out / "checkpoint.pt").read_bytes() == b"the previous policy" and not list(out.glob("*.tmp"))
