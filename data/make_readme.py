@@ -193,8 +193,10 @@ def executions_line(root: Path = ROOT) -> str:
     records = json.loads(path.read_text(encoding="utf-8"))["executions"] if path.is_file() else {}
     if not records:
         return "No notebook execution is recorded yet (`make execute` records them in `data/executions.json`)."
-    machines = sorted({(f"{m['cores']}-core {m['cpu']}, {m['ram_gib'] * 2**30 / 1e9:.0f} GB RAM, "
-                        f"{m['torch_threads']} torch threads") for m in (r["machine"] for r in records.values())})
+    from dqn_course.lab.figures import describe  # the records' machine is figures.machine(): described the same way
+
+    machines = sorted({f"{describe(r['machine'])}, {r['machine']['torch_threads']} torch threads"
+                       for r in records.values()})
     starts = sorted(r["start"] for r in records.values())
     ends = sorted(r["end"] for r in records.values())
     most = max(r["others_cores"] for r in records.values())
