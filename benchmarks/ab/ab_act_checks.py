@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from _tree import rate_in  # this folder's helper (a script's folder is first on the import path)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,10 +45,7 @@ def rate(epsilon: float, seconds: float) -> float:
 
 
 def child_rate(tree: Path, load: str, seconds: float) -> float:
-    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, __file__, "--child", load, "--seconds", str(seconds)], env=env, check=True,
-                         capture_output=True, text=True, cwd=tree).stdout
-    return float(out.strip().splitlines()[-1])
+    return rate_in(tree, __file__, load, "--seconds", str(seconds), one_thread=True)
 
 
 def main() -> None:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from _tree import rate_in  # this folder's helper (a script's folder is first on the import path)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,10 +52,7 @@ def rate(seconds: float, check: bool | None = None) -> float:
 
 
 def child_rate(tree: Path, seconds: float) -> float:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run([sys.executable, __file__, "--child", "--seconds", str(seconds)], env=env, check=True,
-                         capture_output=True, text=True, cwd=tree).stdout
-    return float(out.strip().splitlines()[-1])
+    return rate_in(tree, __file__, "--seconds", str(seconds))
 
 
 def main() -> None:
