@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+from _notebook_text import as_text, output_text
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -22,25 +23,12 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 MACHINE_PATHS = re.compile(r"(/\.venv/|/site-packages/|/work/|/home/\w+|/tmp/pytest|/root/)")
 
 
-def _text(value) -> str:
-    return "".join(value) if isinstance(value, list) else (value or "")
-
-
-def output_text(cell: dict) -> str:
-    parts = []
-    for out in cell.get("outputs", []):
-        parts.append(_text(out.get("text")))
-        parts.append(_text(out.get("data", {}).get("text/plain")))
-        parts += [_text(line) for line in out.get("traceback", [])]
-    return "".join(parts)
-
-
 def problems(nb: dict) -> list[str]:
     """Every breach of the rules above in one notebook, as readable lines (empty when it keeps them)."""
     found = []
     for i, cell in enumerate(nb["cells"]):
         tags = set(cell.get("metadata", {}).get("tags", []))
-        source = _text(cell.get("source"))
+        source = as_text(cell.get("source"))
         first = source.lstrip().split("\n", 1)[0]
         if cell["cell_type"] == "markdown":
             if CHATTER.search(source):
@@ -114,11 +102,11 @@ def reading_problems(nb: dict) -> list[str]:
     links, after which comes no other text but the ``## Solution`` section (which may hold anything)."""
     cells = nb["cells"]
     at = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
-          and _text(c["source"]).lstrip().startswith("## Further reading")]
+          and as_text(c["source"]).lstrip().startswith("## Further reading")]
     if len(at) != 1:
         return [f"{len(at)} '## Further reading' cells (one is the rule)"]
-    found = [] if "](http" in _text(cells[at[0]]["source"]) else ["'## Further reading' links nothing"]
-    later = [_text(c["source"]).lstrip().split("\n", 1)[0] for c in cells[at[0] + 1:] if c["cell_type"] == "markdown"]
+    found = [] if "](http" in as_text(cells[at[0]]["source"]) else ["'## Further reading' links nothing"]
+    later = [as_text(c["source"]).lstrip().split("\n", 1)[0] for c in cells[at[0] + 1:] if c["cell_type"] == "markdown"]
     before_solution = later[:later.index("## Solution")] if "## Solution" in later else later
     found += [f"text after the further reading: {line!r}" for line in before_solution]
     return found
@@ -150,7 +138,7 @@ def opening_problems(nb: dict, stem: str) -> list[str]:
     cells = nb["cells"]
     if not cells or cells[0]["cell_type"] != "markdown":
         return ["the first cell is not the title (markdown)"]
-    first = _text(cells[0]["source"]).lstrip().split("\n", 1)[0].rstrip()
+    first = as_text(cells[0]["source"]).lstrip().split("\n", 1)[0].rstrip()
     title = TITLE.fullmatch(first)
     if not title:
         return [f"the first line is not a title '# NN · <question>?': {first!r}"]

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from _notebook_text import as_text, output_text
 
 from dqn_course.lab import checks
 
@@ -25,18 +26,13 @@ DEFAULT_REL = inspect.signature(checks.check_prediction).parameters["rel"].defau
 SMALLEST = 10
 
 
-def _text(value) -> str:
-    return "".join(value) if isinstance(value, list) else (value or "")
-
-
 def numbers(text: str) -> list[float]:
     return [float(m.replace(",", "")) for m in NUMBER.findall(text)]
 
 
 def page_text(cell: dict) -> str:
     """What a reader sees of a cell: its source and its text outputs (images are not read)."""
-    outs = "".join(_text(o.get("text")) + _text(o.get("data", {}).get("text/plain")) for o in cell.get("outputs", []))
-    return _text(cell.get("source")) + "\n" + outs
+    return as_text(cell.get("source")) + "\n" + output_text(cell)
 
 
 def measured_value(answer_text: str) -> float | None:
@@ -49,7 +45,7 @@ def measured_value(answer_text: str) -> float | None:
 def tolerance(cells: list[dict], answer_at: int) -> float:
     """The ``rel`` of the first check after the answer cell (the check's default when it names none)."""
     for cell in cells[answer_at + 1:]:
-        source = _text(cell.get("source"))
+        source = as_text(cell.get("source"))
         if "checks.check_" in source:
             found = REL.search(source)
             return float(found.group(1)) if found else DEFAULT_REL

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from _notebook_text import as_text, output_text
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -16,10 +17,6 @@ PAGES = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", ROOT / "notebooks" / "REA
          ROOT / "benchmarks" / "README.md", *sorted((ROOT / "data").glob("*/README.md"))]
 BINARY = re.compile(r"\b(KiB|MiB|GiB|TiB)\b")
 NAMES_ITS_POWER = re.compile(r"2(\^|\*\*)\d\d")
-
-
-def _text(value) -> str:
-    return "".join(value) if isinstance(value, list) else (value or "")
 
 
 def binary_units(where: str, text: str) -> list[str]:
@@ -31,9 +28,8 @@ def binary_units(where: str, text: str) -> list[str]:
 def notebook_texts(nb: dict):
     """(where, text) for every cell's source and every text output (images are not read)."""
     for i, cell in enumerate(nb["cells"]):
-        yield f"cell {i} ({cell['cell_type']})", _text(cell.get("source"))
-        for out in cell.get("outputs", []):
-            yield f"cell {i} output", _text(out.get("text")) + _text(out.get("data", {}).get("text/plain"))
+        yield f"cell {i} ({cell['cell_type']})", as_text(cell.get("source"))
+        yield f"cell {i} output", output_text(cell)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
