@@ -13,7 +13,7 @@ memory is filled with that many transitions of real Breakout play (``--play-pool
 ``bench.follow_ball`` policy, replayed cyclically; rewards clipped by their sign and stored with ``add_batch``, as
 the training loop stores them), so the ring is full, every slot written. One update runs (``learner.learn``), so
 the optimiser holds Adam's two moments, as in every run past ``learning_starts``. Then the library's own writer,
-``train.save_training_state`` (counters: step = the size, 1 update), writes the file; measured:
+``records.save_training_state`` (counters: step = the size, 1 update), writes the file; measured:
 
 * the file's size on disk, and per stored transition (``len(memory)``: a little under the size, since an
   episode's last frame starts no transition);
@@ -52,7 +52,9 @@ from dqn_course.lab.bench import FramePool, play_frames, print_results, save_res
 from dqn_course.lab.stores import can_drop_page_cache, filesystem_type
 from dqn_course.profiling import InsufficientMemoryError, format_bytes
 from dqn_course.replay.stores import STORAGES, InsufficientDiskError, check_disk_space
-from dqn_course.train import FRAME_SHAPE, PRESETS, SLOT_BYTES, Config, build, network_parameters, save_training_state
+from dqn_course.allocation import FRAME_SHAPE, SLOT_BYTES, network_parameters
+from dqn_course.records import save_training_state
+from dqn_course.train import PRESETS, Config, build
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESET = "breakout"
@@ -115,7 +117,7 @@ def drop_from_page_cache(path: str | os.PathLike) -> None:
 
 def save_state(cfg: Config, pool: FramePool) -> dict:
     """Build the run ``cfg`` describes, fill its memory with ``cfg.buffer_size`` transitions, run one update and write
-    its training state with ``train.save_training_state``; the memory and agent are freed before this returns.
+    its training state with ``records.save_training_state``; the memory and agent are freed before this returns.
 
     Returns the file's path and what was measured on the way: ``stored`` (``len(memory)``), ``memory_nbytes``,
     ``digest`` (``checkpoint.replay_digest`` of the memory written), ``fill_s`` and ``write_s``. Raises

@@ -7,7 +7,7 @@
 For every recorded run (``playback.recorded_runs``: data/breakout-cpu, data/breakout-gpu, ...):
 
 * ``random.json``: uniformly random actions played with the run's own evaluation protocol
-  (``train.evaluate(None, cfg, games)``: same game settings, seeds and step cap as its eval.csv rows),
+  (``records.play_evaluation(None, cfg, games)``: same game settings, seeds and step cap as its eval.csv rows),
   measured once and kept, so the comparison is with the same games the agent was scored on;
 * ``data/figures/learning_curve.png``: every run's evaluations and training games against random
   play, five times random, and the published scores at their step counts (``playback.plot_learning``);
@@ -32,7 +32,7 @@ ROOT = DATA.parent
 sys.path.insert(0, str(ROOT))
 
 from dqn_course.lab import playback  # noqa: E402
-from dqn_course.train import evaluate  # noqa: E402
+from dqn_course.records import play_evaluation  # noqa: E402
 
 FIGURES = DATA / "figures"
 README = ROOT / "README.md"
@@ -43,8 +43,8 @@ RANDOM_GAMES = 100
 def measure_random(run_dir: Path, games: int = RANDOM_GAMES) -> dict:
     """Random play under the run's evaluation protocol; written to ``random.json`` and returned."""
     cfg = playback.run_config(run_dir)
-    returns = evaluate(None, cfg, games)
-    result = {"protocol": "dqn_course.train.evaluate(agent=None): uniformly random actions, the run's "
+    returns = play_evaluation(None, cfg, games)
+    result = {"protocol": "dqn_course.records.play_evaluation(agent=None): uniformly random actions, the run's "
                           f"evaluation settings (eval_max_steps={cfg.eval_max_steps}, seed={cfg.seed} + 10000, "
                           "games in the same order as each evaluation's)",
               "games": games, "mean": float(np.mean(returns)), "std": float(np.std(returns)),

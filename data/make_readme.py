@@ -16,9 +16,9 @@ document holds which); each is written here from committed files only:
   ``storage``, ``million`` from ``data/bench/memory_ladder.json`` and ``data/bench/sampling.json``; ``per`` from
   ``data/bench/per.json``; ``throughput`` from ``data/bench/throughput*.json`` if recorded, else the CPU throughput
   runs of ``data/bench/refactor-before-after.json``; ``ray-scaling`` from ``data/bench/ray_scaling.json``;
-  ``update-stats`` from ``data/bench/update-stats-ab.jsonl``; ``replay-state`` from ``data/bench/replay_state.json``
-  if recorded, else a one-line note; ``update-capture`` from ``data/bench/update-capture*.json``; ``capstone-loop``
-  from ``data/bench/capstone-loop.json``.
+  ``update-stats`` from ``data/bench/update-stats-ab.jsonl``; ``train-loop`` from ``data/bench/train-loop-ab.jsonl``;
+  ``replay-state`` from ``data/bench/replay_state.json`` if recorded, else a one-line note; ``update-capture`` from
+  ``data/bench/update-capture*.json``; ``capstone-loop`` from ``data/bench/capstone-loop.json``.
 
 (``data/make_figures.py`` writes README's ``learning`` block from data/breakout-cpu/; it is not touched here.)
 The files are read, not imported: no heavy dependency loads, so ``make readme`` needs no set-up.
@@ -29,6 +29,7 @@ import argparse
 import ast
 import json
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -193,6 +194,7 @@ def executions_line(root: Path = ROOT) -> str:
     records = json.loads(path.read_text(encoding="utf-8"))["executions"] if path.is_file() else {}
     if not records:
         return "No notebook execution is recorded yet (`make execute` records them in `data/executions.json`)."
+    sys.path.insert(0, str(ROOT))  # dqn_course.lab.figures needs only the standard library: no set-up either
     from dqn_course.lab.figures import describe  # the records' machine is figures.machine(): described the same way
 
     machines = sorted({f"{describe(r['machine'])}, {r['machine']['torch_threads']} torch threads"
@@ -438,6 +440,22 @@ def update_stats_body(root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
+def train_loop_body(root: Path = ROOT) -> str:
+    """The training loop's A/B (``data/bench/train-loop-ab.jsonl``, one row per run of
+    ``benchmarks/ab/ab_train_loop.py``): agent steps/s from the first update on, before and after, per run."""
+    path = root / "data" / "bench" / "train-loop-ab.jsonl"
+    runs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = ["| run | machine | before | after | steps/s before (rounds) | steps/s after (rounds) | after / before |",
+             "|---|---|---|---|---|---|---:|"]
+    for i, r in enumerate(runs, 1):
+        rounds = {side: ", ".join(f"{x:.1f}" for x in r[f"rounds_{side}"]) for side in ("before", "after")}
+        after = r["after_commit"] + (" + uncommitted changes" if r["after_uncommitted_changes"] else "")
+        lines.append(f"| {i}: {r['rounds']} rounds of {r['steps']:,} steps | {_machine(r['environment'])} | "
+                     f"{r['before_commit']} | {after} | {r['before_steps_per_s']:.1f} ({rounds['before']}) | "
+                     f"{r['after_steps_per_s']:.1f} ({rounds['after']}) | {r['after_over_before']:.3f} |")
+    return "\n".join(lines)
+
+
 def update_capture_body(root: Path = ROOT) -> str:
     """Updates/s of the update launched several ways, and the host's planning time per update, from each
     ``data/bench/update-capture*.json`` (``benchmarks/update_capture.py --save``)."""
@@ -552,8 +570,8 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "modules": modules_body, "curriculum": curriculum_body, "guard": guard_body, "ladder": ladder_body,
     "sampling": sampling_body, "sampling-capacity": sampling_capacity_body, "storage": storage_body,
     "million": million_body, "per": per_body, "throughput": throughput_body, "ray-scaling": ray_scaling_body,
-    "update-stats": update_stats_body, "replay-state": replay_state_body, "update-capture": update_capture_body,
-    "plan": plan_body, "capstone-loop": capstone_loop_body,
+    "update-stats": update_stats_body, "train-loop": train_loop_body, "replay-state": replay_state_body,
+    "update-capture": update_capture_body, "plan": plan_body, "capstone-loop": capstone_loop_body,
 }
 # Which document holds which blocks. README shows what the notebooks measured (their summary lines) and nothing that
 # a notebook measures again; the benchmark scripts' own runs (larger workloads, their own machine and date) are
@@ -561,7 +579,8 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
 DOCUMENTS: dict[str, tuple[str, ...]] = {
     "README.md": ("modules", "curriculum", "guard"),
     "benchmarks/README.md": ("ladder", "sampling", "sampling-capacity", "storage", "million", "per", "throughput",
-                             "ray-scaling", "update-stats", "replay-state", "update-capture", "plan", "capstone-loop"),
+                             "ray-scaling", "update-stats", "train-loop", "replay-state", "update-capture", "plan",
+                             "capstone-loop"),
 }
 
 

@@ -96,6 +96,23 @@ def check_fields(cfg, flag=lambda name: "--" + name.replace("_", "-")) -> None:
         setattr(cfg, f.name, value)
 
 
+def add_field_options(parser: argparse.ArgumentParser, cls, *, defaults: bool = True, skip=()) -> None:
+    """One ``--field-name`` option on ``parser`` for each field of the dataclass ``cls`` (but those in ``skip``),
+    read by its annotation: ``bool`` fields take true/false (``parse_bool``), ``X | None`` fields an X. Each
+    option's default is its field's default, or None with ``defaults=False`` (a preset's value then stays unless
+    the option is given). Values are checked later, with the config (``check_fields``)."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        kind = _hint_kind(hints[f.name])[0]
+        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=parse_bool if kind is bool else kind,
+                            default=f.default if defaults else None)
+
+
 def require(ok: bool, message: str) -> None:
     """``ConfigError(message)`` unless ``ok``: a cross-field or range rule of a config."""
     if not ok:

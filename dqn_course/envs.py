@@ -16,6 +16,8 @@ Two choices the course makes on purpose:
   scores, and replay frames are shared across lives (see ``replay.FrameSharingMemory``).
 * Rewards come out unclipped; the training loop clips what it stores for learning
   (``np.sign``), so logged returns stay comparable with published scores.
+
+``learning_signals`` is where both choices are made, for every loop that stores transitions.
 """
 from __future__ import annotations
 
@@ -128,6 +130,18 @@ def make_vector_breakout(num_envs: int, seed: int = 0, num_threads: int = 0, fra
     return env
 
 
+def learning_signals(reward, terminated, truncated, life_lost):
+    """What a replay memory stores of one env step besides the frames and the action: ``(reward, done,
+    episode_end)``, for one env (bools and a float) or a vector of envs (arrays, element by element).
+
+    ``reward``: clipped to its sign, -1, 0 or 1 (what the agent learns from; the score stays unclipped).
+    ``done``: no bootstrap from the next state: the game ended (``terminated``) or a life was lost.
+    ``episode_end``: the next step starts a new game (it ended, or a time limit cut it: ``truncated``); a lost life
+    is not one, the game and its frames go on.
+    """
+    return np.sign(reward), terminated | life_lost, terminated | truncated
+
+
 def random_frames(n: int, seed: int = 0, frame_stack: int = 4) -> list[tuple]:
     """``n`` transitions of random play as (state, action, reward, next_state, done, episode_end).
 
@@ -140,8 +154,8 @@ def random_frames(n: int, seed: int = 0, frame_stack: int = 4) -> list[tuple]:
     for _ in range(n):
         action = int(env.action_space.sample())
         next_state, reward, terminated, truncated, info = env.step(action)
-        episode_end = terminated or truncated
-        out.append((state, action, float(reward), next_state, terminated or info["life_lost"], episode_end))
+        _, done, episode_end = learning_signals(reward, terminated, truncated, info["life_lost"])
+        out.append((state, action, float(reward), next_state, done, episode_end))
         state = env.reset()[0] if episode_end else next_state
     env.close()
     return out

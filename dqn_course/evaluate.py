@@ -4,7 +4,7 @@
     python -m dqn_course.evaluate runs/q/checkpoint.pt --games 30         # ... or a policy file
     python -m dqn_course.evaluate data/breakout-cpu --games 30 --json > data/breakout-cpu/evaluation.json
 
-The protocol is the one a training run's evaluations play (``train.evaluate``): one Breakout environment made
+The protocol is the one a training run's evaluations play (``records.play_evaluation``): one Breakout environment made
 with ``make_breakout(seed, max_episode_steps)``, whole games (a lost life does not end one), the score unclipped,
 actions ε-greedy with ε = ``--epsilon``. The ε draws come from a generator seeded with ``--seed`` too, so the same
 file, seed and settings give the same scores. Uniformly random actions play the very same games (same seed, cap
@@ -23,7 +23,9 @@ import argparse
 import hashlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,11 +34,11 @@ from dqn_course.envs import make_breakout
 
 POLICY_FILE = "checkpoint.pt"
 DEFAULT_SEED = 123_456_789  # above every preset's training and evaluation seeds
-EVAL_SEED_OFFSET = 10_000  # a run's own evaluations use seed + this (train.evaluate)
+EVAL_SEED_OFFSET = 10_000  # a run's own evaluations use seed + this (records.play_evaluation)
 
 
 class PolicyFileError(ValueError):
-    """A path that does not hold a policy ``train.save_checkpoint`` wrote; the message says what is wrong."""
+    """A path that does not hold a policy ``records.save_checkpoint`` wrote; the message says what is wrong."""
 
 
 def policy_path(path: str | Path) -> Path:
@@ -65,7 +67,7 @@ def load_policy(path: str | Path, device: str = "cpu") -> tuple[DQNAgent, dict]:
     if not isinstance(state, dict) or not isinstance(state.get("q"), dict) or "step" not in state:
         keys = sorted(state)[:6] if isinstance(state, dict) else type(state).__name__
         raise PolicyFileError(f"{file} is not a policy file: it holds {keys}, not the {{q, config, step}} that "
-                              f"train.save_checkpoint writes (a run's {POLICY_FILE})")
+                              f"records.save_checkpoint writes (a run's {POLICY_FILE})")
     q = state["q"]
     try:
         agent = DQNAgent(q["net.9.weight"].shape[0], device, in_channels=q["net.0.weight"].shape[1])
@@ -76,6 +78,31 @@ def load_policy(path: str | Path, device: str = "cpu") -> tuple[DQNAgent, dict]:
     agent.q.eval()
     digest = hashlib.sha256(file.read_bytes()).hexdigest()
     return agent, {"step": int(state["step"]), "config": state.get("config") or {}, "file": str(file), "sha256": digest}
+
+
+class Game(NamedTuple):
+    """One game played by ``play_game``."""
+
+    score: float  # unclipped points
+    steps: int  # agent steps played (4 emulator frames each)
+    lives_lost: int
+    finished: bool  # the game ended (all lives lost), rather than being cut by the env's step limit
+
+
+def play_game(env, state: np.ndarray, agent: DQNAgent | None, epsilon: float, random_action: Callable[[], int],
+              each_step: Callable[[], None] | None = None) -> Game:
+    """Play ``env`` (a ``make_breakout`` env, just reset to ``state``) until its game ends or is cut: the agent
+    acts ε-greedily with ``epsilon``, or ``agent=None`` takes ``random_action()`` at every step. ``each_step`` is
+    called after every step (e.g. to render the screen)."""
+    score, steps, lost = 0.0, 0, 0
+    while True:
+        action = random_action() if agent is None else int(agent.act(state, epsilon)[0])
+        state, reward, terminated, truncated, info = env.step(action)
+        score, steps, lost = score + float(reward), steps + 1, lost + int(info["life_lost"])
+        if each_step is not None:
+            each_step()
+        if terminated or truncated:
+            return Game(score, steps, lost, bool(terminated))
 
 
 def play_games(agent: DQNAgent | None, games: int, seed: int, epsilon: float, max_steps: int,
@@ -91,13 +118,8 @@ def play_games(agent: DQNAgent | None, games: int, seed: int, epsilon: float, ma
         saved, agent.rng = agent.rng, np.random.default_rng(seed)
     try:
         for _ in tqdm(range(games), disable=not progress, desc="random" if agent is None else "policy"):
-            state, _ = env.reset()
-            while True:
-                action = int(env.action_space.sample()) if agent is None else int(agent.act(state, epsilon)[0])
-                state, _, terminated, truncated, info = env.step(action)
-                if terminated or truncated:
-                    scores.append(float(info["episode"]["r"]))
-                    break
+            game = play_game(env, env.reset()[0], agent, epsilon, lambda: int(env.action_space.sample()))
+            scores.append(game.score)
     finally:
         env.close()
         if agent is not None and seed_epsilon:
@@ -111,8 +133,8 @@ def run_seeds(config: dict) -> tuple[int, int]:
     return seed, seed + max(int(config.get("total_steps", 0)) + int(config.get("num_envs", 1)), EVAL_SEED_OFFSET)
 
 
-def evaluate(path: str | Path, games: int = 30, seed: int = DEFAULT_SEED, epsilon: float = 0.05,
-             max_steps: int | None = None, allow_run_seeds: bool = False, progress: bool = False) -> dict:
+def policy_vs_random(path: str | Path, games: int = 30, seed: int = DEFAULT_SEED, epsilon: float = 0.05,
+                     max_steps: int | None = None, allow_run_seeds: bool = False, progress: bool = False) -> dict:
     """Play the policy at ``path`` and random actions under one protocol; returns both, their ratio and the
     protocol. ``max_steps=None`` takes the run's own evaluation cap. Raises ``PolicyFileError`` for a bad file and
     ``ValueError`` for settings that cannot work (a seed inside the run's range unless ``allow_run_seeds``)."""
@@ -161,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--progress", action="store_true", help="a progress bar per player")
     args = p.parse_args(argv)
     try:
-        result = evaluate(args.path, args.games, args.seed, args.epsilon, args.max_steps, args.allow_run_seeds,
+        result = policy_vs_random(args.path, args.games, args.seed, args.epsilon, args.max_steps, args.allow_run_seeds,
                           args.progress)
     except ValueError as e:  # PolicyFileError included: a file or a setting to change, not a bug
         print(f"error: {e}", file=sys.stderr)

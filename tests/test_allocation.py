@@ -17,15 +17,8 @@ from dqn_course.lab import playback
 from dqn_course.profiling import GB, InsufficientMemoryError, format_bytes, measure_in_subprocess
 from dqn_course.replay import MultiStreamMemory
 from dqn_course.replay.stores import TorchFrames
-from dqn_course.train import (
-    BOOKKEEPING,
-    NETWORKS,
-    PRESETS,
-    REPLAY_FRAMES,
-    STATES,
-    main,
-    plan_allocation,
-)
+from dqn_course.allocation import BOOKKEEPING, NETWORKS, REPLAY_FRAMES, STATES, plan_allocation
+from dqn_course.train import PRESETS, main
 
 CPU = torch.device("cpu")
 

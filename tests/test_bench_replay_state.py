@@ -1,7 +1,7 @@
 """benchmarks/replay_state.py: the saved training state's size per replay storage, at tiny sizes (no timings asserted).
 
 The benchmark builds the memory and agent as ``train.build`` does, fills the memory as the training loop stores,
-and writes the state with ``train.save_training_state``; these tests check what it measures against what the file
+and writes the state with ``records.save_training_state``; these tests check what it measures against what the file
 must hold: a ``ram`` replay's frames raw (7,056 B each), an ``lz4`` replay's compressed, and a file that restores a
 memory sampling what the saved one did. Its README block (``data/make_readme.py``) is checked on made-up rows.
 """

@@ -17,7 +17,8 @@ from dqn_course.lab.capstone import GATE_SCORE, Run, diagnose, gate_verdict, set
 from dqn_course.lab.capstone_solution import dqn_loop
 from dqn_course.networks import NatureCNN
 from dqn_course.replay import FrameSharingMemory
-from dqn_course.train import LOG_FIELDS, PRESETS, save_checkpoint
+from dqn_course.records import LOG_FIELDS, save_checkpoint
+from dqn_course.train import PRESETS
 
 
 def rows(path):

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-import dqn_course.train as train_module
+import dqn_course.records as records
+from dqn_course.agent import DQNAgent
 from dqn_course.checkpoint import list_checkpoints, read_checkpoint
-from dqn_course.train import main
+from dqn_course.profiling import format_bytes
+from dqn_course.train import PRESETS, main
 
 ARGS = ["--preset", "quick", "--total-steps", "1200", "--checkpoint-every", "400", "--eval-every", "600",
         "--learning-starts", "200", "--progress", "false", "--prefault", "false"]
@@ -48,7 +50,7 @@ def resumes_to_the_end(out: Path, capsys) -> None:
 @pytest.mark.slow
 def test_a_training_state_that_cannot_be_written_stops_the_run_and_the_last_one_resumes(tmp_path, monkeypatch,
                                                                                          capsys):
-    real, calls = train_module.write_checkpoint, []
+    real, calls = records.write_checkpoint, []
 
     def second_fails(path, arrays, meta):
         calls.append(path)
@@ -56,23 +58,23 @@ def test_a_training_state_that_cannot_be_written_stops_the_run_and_the_last_one_
             raise full(str(path))
         real(path, arrays, meta)
 
-    monkeypatch.setattr(train_module, "write_checkpoint", second_fails)
+    monkeypatch.setattr(records, "write_checkpoint", second_fails)
     out = tmp_path / "run"
     err = stopped_by_a_full_disk(out, capsys)
     kept = list_checkpoints(out)
     assert [p.name for p in kept] == [calls[0].name] and read_checkpoint(kept[0])[1]["counters"]["step"] == 400
     assert f"Kept: {kept[0]} (step 400)" in err
     size = kept[0].stat().st_size
-    assert f"The next save needs about {train_module.format_bytes(size)}" in err and " is free there" in err
+    assert f"The next save needs about {format_bytes(size)}" in err and " is free there" in err
     assert "resume with: python -m dqn_course.train" in err and f"--resume {out}" in err
     assert not list(out.glob("*.tmp"))
-    monkeypatch.setattr(train_module, "write_checkpoint", real)
+    monkeypatch.setattr(records, "write_checkpoint", real)
     resumes_to_the_end(out, capsys)
 
 
 @pytest.mark.slow
 def test_a_log_row_cut_short_by_a_full_disk_stops_the_run_and_is_dropped_on_resume(tmp_path, monkeypatch, capsys):
-    real, rows = train_module.CsvLog.write, []
+    real, rows = records.CsvLog.write, []
 
     def fails_half_way(self, **row):
         rows.extend(["game"] if "episode_return" in row else [])
@@ -83,11 +85,11 @@ def test_a_log_row_cut_short_by_a_full_disk_stops_the_run_and_is_dropped_on_resu
             raise full(self.file.name)
         real(self, **row)
 
-    monkeypatch.setattr(train_module.CsvLog, "write", fails_half_way)
+    monkeypatch.setattr(records.CsvLog, "write", fails_half_way)
     out = tmp_path / "run"
     err = stopped_by_a_full_disk(out, capsys)
     assert "log.csv" in err and "Kept: " in err
-    monkeypatch.setattr(train_module.CsvLog, "write", real)
+    monkeypatch.setattr(records.CsvLog, "write", real)
     resumes_to_the_end(out, capsys)
 
 
@@ -96,7 +98,7 @@ def test_a_policy_file_that_cannot_be_written_stops_the_run(tmp_path, monkeypatc
     def no_room(path, *args, **kwargs):
         raise full(str(path))
 
-    monkeypatch.setattr(train_module, "save_checkpoint", no_room)
+    monkeypatch.setattr(records, "save_checkpoint", no_room)
     out = tmp_path / "run"
     err = stopped_by_a_full_disk(out, capsys)
     assert "checkpoint.pt" in err and "Kept: " in err and "resume with:" in err
@@ -115,7 +117,7 @@ def test_a_disk_full_while_setting_up_leaves_the_log_as_it_was(tmp_path, monkeyp
 
     monkeypatch.setattr("builtins.open", no_room_for_new_files)
     with pytest.raises(OSError) as error:
-        train_module.CsvLog(out / "log.csv", ["step", "episode_return"], resume_step=1_000)
+        records.CsvLog(out / "log.csv", ["step", "episode_return"], resume_step=1_000)
     assert error.value.errno == errno.ENOSPC
     monkeypatch.setattr("builtins.open", real_open)
     assert (out / "log.csv").read_text() == "step,episode_return\n100,1.0\n"
@@ -151,7 +153,7 @@ def test_the_policy_file_and_a_resumed_log_are_written_through_it(tmp_path, monk
 
     monkeypatch.setattr(csv.DictWriter, "writerows", disk_fills)
     with pytest.raises(OSError):
-        train_module.CsvLog(out / "log.csv", ["step", "episode_return"], resume_step=1_000)
+        records.CsvLog(out / "log.csv", ["step", "episode_return"], resume_step=1_000)
     assert (out / "log.csv").read_text() == "step,episode_return\n100,1.0\n" and not list(out.glob("*.tmp"))
 
     (out / "checkpoint.pt").write_bytes(b"the previous policy")
@@ -161,7 +163,7 @@ def test_the_policy_file_and_a_resumed_log_are_written_through_it(tmp_path, monk
         raise full(str(f))
 
     monkeypatch.setattr(torch, "save", torch_save_cut_short)
-    agent = train_module.DQNAgent(n_actions=4, device="cpu", seed=0)
+    agent = DQNAgent(n_actions=4, device="cpu", seed=0)
     with pytest.raises(OSError):
-        train_module.save_checkpoint(out / "checkpoint.pt", agent, train_module.PRESETS["quick"], 10)
+        records.save_checkpoint(out / "checkpoint.pt", agent, PRESETS["quick"], 10)
     assert (out / "checkpoint.pt").read_bytes() == b"the previous policy" and not list(out.glob("*.tmp"))

@@ -9,14 +9,15 @@ import torch
 
 from dqn_course import evaluate as ev
 from dqn_course.agent import DQNAgent
-from dqn_course.train import PRESETS, evaluate as train_evaluate, save_checkpoint
+from dqn_course.records import play_evaluation, save_checkpoint
+from dqn_course.train import PRESETS
 
 CAP = 60  # agent steps per game: short games keep the test fast
 
 
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
-    """A run folder holding an untrained policy saved by train.save_checkpoint, with the quick preset's config."""
+    """A run folder holding an untrained policy saved by records.save_checkpoint, with the quick preset's config."""
     folder = tmp_path_factory.mktemp("run")
     cfg = dataclasses.replace(PRESETS["quick"], out_dir=str(folder), eval_max_steps=CAP)
     agent = DQNAgent(4, "cpu", seed=3)
@@ -50,16 +51,16 @@ def test_a_run_folder_is_evaluated_beside_random_play_on_the_same_games(policy, 
 
 def test_the_same_file_and_seed_give_the_same_games(policy):
     folder, _ = policy
-    a = ev.evaluate(folder, games=2, seed=999_999_999)
-    b = ev.evaluate(folder, games=2, seed=999_999_999)
+    a = ev.policy_vs_random(folder, games=2, seed=999_999_999)
+    b = ev.policy_vs_random(folder, games=2, seed=999_999_999)
     assert a["policy"]["scores"] == b["policy"]["scores"] and a["random"]["scores"] == b["random"]["scores"]
 
 
 def test_random_play_is_the_runs_own_baseline_protocol(policy):
-    """With the run's evaluation seed (allowed on purpose), random play equals train.evaluate(None, cfg)."""
+    """With the run's evaluation seed (allowed on purpose), random play equals records.play_evaluation(None, cfg)."""
     folder, cfg = policy
-    result = ev.evaluate(folder, games=3, seed=cfg.seed + ev.EVAL_SEED_OFFSET, allow_run_seeds=True)
-    assert result["random"]["scores"] == train_evaluate(None, cfg, 3)
+    result = ev.policy_vs_random(folder, games=3, seed=cfg.seed + ev.EVAL_SEED_OFFSET, allow_run_seeds=True)
+    assert result["random"]["scores"] == play_evaluation(None, cfg, 3)
 
 
 def test_a_seed_the_run_used_is_refused_unless_asked(policy, capsys):
@@ -100,7 +101,7 @@ def test_a_file_that_is_not_a_policy(tmp_path, capsys):
     other = tmp_path / "weights.pt"
     torch.save({"optimizer": {}, "step": 3}, other)
     code, _, err = _main(capsys, other)
-    assert code == 2 and "is not a policy file" in err and "train.save_checkpoint" in err
+    assert code == 2 and "is not a policy file" in err and "records.save_checkpoint" in err
     torch.save({"q": {"fc.weight": torch.zeros(2, 2)}, "step": 3}, other)
     code, _, err = _main(capsys, other)
     assert code == 2 and "is not the course's Nature DQN" in err

@@ -10,7 +10,8 @@ import torch
 from dqn_course.agent import td_targets
 from dqn_course.lab import diagnostics
 from dqn_course.lab.playback import RECORDED_RUN_NAMES
-from dqn_course.train import LOG_FIELDS, PRESETS, linear_epsilon
+from dqn_course.records import LOG_FIELDS
+from dqn_course.train import PRESETS, linear_epsilon
 
 OLD_FIELDS = ["step", "episode_return", "episode_length", "loss", "epsilon", "rss_mb", "steps_per_s"]
 

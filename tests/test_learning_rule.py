@@ -15,7 +15,8 @@ from dqn_course import ConfigError
 from dqn_course.agent import UPDATE_STATS, DQNAgent, batch_to_tensors, grad_norm, td_loss, td_targets
 from dqn_course.learner import UpdateStats
 from dqn_course.replay import Batch
-from dqn_course.train import LOG_FIELDS, PRESETS, epsilon_at, linear_epsilon, train
+from dqn_course.records import LOG_FIELDS
+from dqn_course.train import PRESETS, epsilon_at, linear_epsilon, train
 
 # A run of a few hundred updates: enough to log games with diagnostics, small enough for seconds.
 TINY = dataclasses.replace(PRESETS["quick"], total_steps=900, learning_starts=300, eval_every=900, eval_episodes=1,

@@ -15,7 +15,8 @@ from dqn_course.checkpoint import (CheckpointError, list_checkpoints, read_check
 from dqn_course.lab import resume_demo
 from dqn_course.per import PrioritizedMemory
 from dqn_course.replay import MultiStreamMemory
-from dqn_course.train import PRESETS, load_resume, train
+from dqn_course.records import load_resume
+from dqn_course.train import PRESETS, train
 
 OBS = (4, 84, 84)
 

@@ -13,7 +13,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from dqn_course import ConfigError, parse_bool
+from dqn_course import ConfigError, add_field_options
 from dqn_course.distributed.config import DistConfig
 from dqn_course.distributed.driver import run
 from dqn_course.distributed.placement import ActorsPendingError, ClusterTooSmallError
@@ -40,15 +40,7 @@ def parse_command(argv: list[str] | None = None) -> Command:
     p.add_argument("--address", default=None, help="join the Ray cluster at HOST:PORT (default: local Ray)")
     p.add_argument("--workers", type=int, default=DistConfig.num_workers, help="rollout workers")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    skip = {"num_workers", "epsilon", "max_learning_seconds", "max_episode_steps"}
-    for f in dataclasses.fields(DistConfig):
-        if f.name in skip:
-            continue
-        kind = {"int": int, "float": float, "str": str, "bool": parse_bool}[str(f.type)]
-        p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, default=f.default)
-    for name in ("epsilon", "max_learning_seconds"):
-        p.add_argument("--" + name.replace("_", "-"), dest=name, type=float, default=None)
-    p.add_argument("--max-episode-steps", dest="max_episode_steps", type=int, default=None)
+    add_field_options(p, DistConfig, skip={"num_workers"})
     args = p.parse_args(argv)
     fields = {f.name for f in dataclasses.fields(DistConfig)}
     cfg = DistConfig(num_workers=args.workers, **{k: v for k, v in vars(args).items() if k in fields})

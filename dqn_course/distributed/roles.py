@@ -18,7 +18,7 @@ import numpy as np
 import ray
 
 from dqn_course.distributed.config import DistConfig, worker_epsilons
-from dqn_course.envs import make_breakout
+from dqn_course.envs import learning_signals, make_breakout
 from dqn_course.replay import Batch, MultiStreamMemory
 
 if TYPE_CHECKING:
@@ -263,9 +263,8 @@ class RolloutWorker(_PullsWeights):
                 self.state, _ = self.env.reset()
             action = int(self.agent.act(self.state, self.epsilon)[0])
             next_state, reward, terminated, truncated, info = self.env.step(action)
-            episode_end = terminated or truncated
-            out.append((self.state, action, float(np.sign(reward)), next_state, terminated or info["life_lost"],
-                        episode_end))
+            clipped, done, episode_end = learning_signals(reward, terminated, truncated, info["life_lost"])
+            out.append((self.state, action, float(clipped), next_state, done, episode_end))
             if episode_end:
                 self.returns.append(float(info["episode"]["r"]))
             self.state = None if episode_end else next_state
@@ -337,7 +336,7 @@ class Learner(_Role):
 
 
 class Evaluator(_PullsWeights):
-    """Plays whole games with the parameter server's newest weights (``train.evaluate``, ε = eval_epsilon)."""
+    """Plays whole games with the parameter server's newest weights (``records.play_evaluation``, ε = eval_epsilon)."""
 
     def __init__(self, cfg: DistConfig, ps: str):
         from dqn_course.train import Config
@@ -346,10 +345,10 @@ class Evaluator(_PullsWeights):
         self._init_agent(ps, cfg.seed)
 
     def evaluate(self, episodes: int) -> dict:
-        from dqn_course.train import evaluate
+        from dqn_course.records import play_evaluation
 
         self.pull_weights()
-        return {"version": self.version, "returns": evaluate(self.agent, self.cfg, episodes)}
+        return {"version": self.version, "returns": play_evaluation(self.agent, self.cfg, episodes)}
 
 
 def _was_restarted() -> bool:

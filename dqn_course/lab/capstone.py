@@ -5,7 +5,7 @@ sync). ``Run`` is the run folder, laid out as ``python -m dqn_course.train`` lay
 reads a training run reads the learner's too (``dqn_course.evaluate``, ``lab.diagnostics.plot_diagnostics``,
 ``lab.checks.check_capstone``):
 
-- ``log.csv``: one row per finished game (``train.LOG_FIELDS``: score, length, the mean loss, max-Q and gradient
+- ``log.csv``: one row per finished game (``records.LOG_FIELDS``: score, length, the mean loss, max-Q and gradient
   norm of the updates since the last row, ε, replay fill, RSS, steps/s);
 - ``eval.csv`` and ``checkpoint.pt``: each evaluation's scores and the policy it measured;
 - ``state-<step>.ckpt``: the whole training state (both networks, Adam, the replay memory, the ε generator, the
@@ -29,8 +29,9 @@ from dqn_course.agent import DQNAgent, batch_to_tensors, update_stats
 from dqn_course.checkpoint import list_checkpoints, restore_training_state
 from dqn_course.learner import UpdateStats
 from dqn_course.replay.base import Batch
-from dqn_course.train import (LOG_FIELDS, PRESETS, Config, CsvLog, GameLog, evaluate_and_log, load_resume,
-                              save_checkpoint, save_training_state)
+from dqn_course.config import PRESETS, Config
+from dqn_course.records import (EVAL_FIELDS, LOG_FIELDS, CsvLog, GameLog, evaluate_and_log, load_resume,
+                                save_checkpoint, save_training_state)
 
 PRESET = "breakout-cpu"  # the learning problem the capstone's loop runs: the library's laptop preset
 # A smoke run of a few hundred steps. ε falls over all of it, so the first games are played mostly at random and end
@@ -67,7 +68,7 @@ class Run:
     state into them (nothing when there is none) and returns the step to carry on from. Then, in the loop:
     ``updated`` after each gradient step, ``game_over`` when a game ends, ``evaluate`` every ``cfg.eval_every``
     steps, ``save`` when ``save_due()`` says so and at the end, ``close`` last. Raises ``CheckpointError`` when the
-    folder's state was saved with other fixed settings (``train.RESUME_FIXED``) or does not fit what was built.
+    folder's state was saved with other fixed settings (``records.RESUME_FIXED``) or does not fit what was built.
     """
 
     def __init__(self, folder: str | Path, cfg: Config, save_minutes: float = 5.0):
@@ -106,7 +107,7 @@ class Run:
         device = next(q.parameters()).device
         self.stats = UpdateStats(device)
         self._games = GameLog(CsvLog(self.folder / "log.csv", LOG_FIELDS, step), 1, step or 0, self.counters)
-        self._evals = CsvLog(self.folder / "eval.csv", ["step", "mean_return", "std_return", "episodes"], step)
+        self._evals = CsvLog(self.folder / "eval.csv", EVAL_FIELDS, step)
         self._saved_at = time.monotonic()
         return step or 0
 
@@ -227,8 +228,8 @@ def diagnose(folder: str | Path, config: dict, policy_step: int) -> list[str]:
 
 
 def gate_verdict(folder: str | Path, result: dict) -> tuple[bool, str]:
-    """Whether an evaluation ``result`` (``dqn_course.evaluate.evaluate``'s) passes the gate, and the message: the
-    score, random play on the same games and their ratio, and when it fails, the likely causes (``diagnose``)."""
+    """Whether an evaluation ``result`` (``dqn_course.evaluate.policy_vs_random``'s) passes the gate, and the message:
+    the score, random play on the same games and their ratio, and when it fails, the likely causes (``diagnose``)."""
     policy, random = result["policy"], result["random"]
     ratio = f"{result['ratio']:.1f}x random" if result.get("ratio") else "random play scored 0"
     head = (f"{policy['mean']:.1f} ± {policy['std']:.1f} over {policy['games']} fresh games (ε = "

@@ -94,8 +94,8 @@ def last_evaluation(run_dir: str | Path) -> dict:
 
 def recorded_random(run_dir: str | Path) -> dict | None:
     """The random play recorded beside a run, ``random.json``: uniformly random actions under the run's own
-    evaluation protocol (``train.evaluate(None, ...)``), with ``games``, ``mean``, ``std`` and every game's score
-    under ``returns``. None when the run has no such file. The ratio "score over random play" uses this record.
+    evaluation protocol (``records.play_evaluation(None, ...)``), with ``games``, ``mean``, ``std`` and every game's
+    score under ``returns``. None when the run has no such file. The ratio "score over random play" uses this record.
     """
     path = Path(run_dir) / "random.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
@@ -108,7 +108,7 @@ def find_recorded_run(data_dir: str | Path | None = None) -> Path | None:
 
 
 def read_log(path: str | Path) -> dict[str, np.ndarray]:
-    """A CSV written by ``train.CsvLog`` as float columns (empty cells, e.g. no loss yet, become NaN)."""
+    """A CSV written by ``records.CsvLog`` as float columns (empty cells, e.g. no loss yet, become NaN)."""
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     if not rows:
@@ -246,7 +246,7 @@ def save_gif(frames, path: str | Path, every: int = 2, fps: int = 15, scale: int
 # -- checkpoints and play ---------------------------------------------------------------------------------
 
 def load_agent(path: str | Path, device=None) -> tuple[DQNAgent, dict]:
-    """A ``DQNAgent`` playing with the weights of a ``train.save_checkpoint`` file; also returns its step and config.
+    """A ``DQNAgent`` playing with the weights of a ``records.save_checkpoint`` file; also returns its step and config.
 
     The file holds the online network alone (``{"q", "config", "step", "evaluation"}``); the target network is set
     to the same weights, and no optimiser state is loaded (that lives in ``state-<step>.ckpt``, for resuming).
@@ -279,6 +279,7 @@ def play_episode(agent: DQNAgent | None = None, epsilon: float = 0.05, max_steps
     same checkpoint and seed play the same game again (the agent's own generator is restored after).
     """
     from dqn_course.envs import make_breakout
+    from dqn_course.evaluate import play_game
 
     env = make_breakout(seed=seed, max_episode_steps=max_steps, render_mode="rgb_array" if render else None)
     rng = np.random.default_rng(seed)
@@ -287,24 +288,13 @@ def play_episode(agent: DQNAgent | None = None, epsilon: float = 0.05, max_steps
     try:
         state, _ = env.reset(seed=seed)
         frames = [env.render()] if render else []
-        score, steps, lost, finished = 0.0, 0, 0, False
-        while True:
-            if agent is None:
-                action = int(rng.integers(env.action_space.n))
-            else:
-                action = int(agent.act(state, epsilon)[0])
-            state, reward, terminated, truncated, info = env.step(action)
-            score, steps, lost = score + float(reward), steps + 1, lost + int(info["life_lost"])
-            if render:
-                frames.append(env.render())
-            if terminated or truncated:
-                finished = bool(terminated)
-                break
+        game = play_game(env, state, agent, epsilon, lambda: int(rng.integers(env.action_space.n)),
+                         (lambda: frames.append(env.render())) if render else None)
     finally:
         env.close()
         if agent is not None:
             agent.rng = agent_rng
-    return Episode(score, steps, lost, finished, frames)
+    return Episode(*game, frames)
 
 
 def play_scores(agent: DQNAgent | None, games: int, epsilon: float = 0.05, max_steps: int = 1_000,

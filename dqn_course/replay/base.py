@@ -60,10 +60,16 @@ def check_seed(seed) -> None:
         raise ValueError(f"seed must be None or a whole number >= 0, got {seed!r}")
 
 
-def same_frames(a: np.ndarray, b: np.ndarray) -> bool:
-    """Bit-for-bit equality of two arrays of one shape and dtype: ``memcmp`` of their bytes (a 28 KB stack in ~1 us,
-    less than half of ``np.array_equal``'s time)."""
-    return a.tobytes() == b.tobytes()
+def check_stack_shift(state_bytes: bytes, next_bytes: bytes, stack: int) -> None:
+    """A transition's ``next_state`` continues its ``state`` (both given as their bytes, ``tobytes()``): its first
+    ``stack - 1`` frames are ``state``'s last ``stack - 1``, as a frame stack shifts by one frame per step.
+    Compared with ``memcmp`` on the bytes, cheaper than ``np.array_equal`` (``benchmarks/ab/ab_add_checks.py``).
+    Raises ``ValueError`` saying what to pass instead."""
+    f = len(state_bytes) // stack
+    if next_bytes[:-f] != state_bytes[f:]:
+        raise ValueError(f"next_state does not continue state: its first {stack - 1} frames must be state's last "
+                         f"{stack - 1} (a frame stack shifts by one frame per step); pass the next_state the env "
+                         f"returned for this state")
 
 
 class ReplayMemory:

@@ -21,7 +21,7 @@ from collections import deque
 
 import numpy as np
 
-from dqn_course.replay.base import Batch, PreallocatedRing, ReplayMemory, same_frames
+from dqn_course.replay.base import Batch, PreallocatedRing, ReplayMemory, check_stack_shift
 
 
 def root_buffer(arr: np.ndarray):
@@ -128,8 +128,8 @@ class StackedRingMemory(PreallocatedRing):
     def sample(self, batch_size: int) -> Batch:
         self._check_batch_size(batch_size)
         i = self.rng.integers(0, len(self), size=batch_size)
-        # s and s' gathered into one block: two fresh ~0.9 MB outputs per batch made glibc hand the
-        # heap top back to the OS after every batch and fault it in again (~400 page faults, 3x slower).
+        # s and s' gathered into one block: two fresh outputs of this size per batch can make glibc hand the
+        # heap top back to the OS after every batch and fault it in again (page faults on every batch).
         both = np.empty((2, batch_size, *self.obs_shape), self.obs_dtype)
         np.take(self.states, i, axis=0, out=both[0], mode="clip")  # indices are in range; "clip" avoids a buffer
         np.take(self.next_states, i, axis=0, out=both[1], mode="clip")
@@ -156,9 +156,7 @@ class FoldedRingMemory(PreallocatedRing):
     def add(self, state, action, reward, next_state, done, episode_end=None):
         state, action, reward, next_state = self._checked(state, action, reward, next_state)
         done = self._check_flag("done", done)
-        if not same_frames(next_state[:-1], state[1:]):  # only next_state's newest frame is kept
-            raise ValueError(f"next_state does not continue state: its first {self.stack - 1} frames must be "
-                             f"state's last {self.stack - 1} (a frame stack shifts by one frame per step)")
+        check_stack_shift(state.tobytes(), next_state.tobytes(), self.stack)  # only next_state's newest frame is kept
         i = self.added % self.capacity
         self.folded[i, :-1] = state
         self.folded[i, -1] = next_state[-1]
