@@ -104,7 +104,7 @@ def test_preprocess_none(capsys):
 
 def test_notebook_02_solution_cell_passes_its_check():
     out = run_solutions("02_downsample", {"checks": checks, "cv2": cv2})
-    assert out.count("✓") == 1 and "Not answered yet" not in out
+    assert out.count("✓") == 2 and "Not answered yet" not in out
 
 
 # --- dqn_course.lab.frames, which the checks and notebooks 02-03 rely on -------------------------

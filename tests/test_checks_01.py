@@ -93,4 +93,10 @@ def test_prediction_check_on_predict_calls(capsys):
 def test_notebook_01_solution_cell_passes_its_checks():
     """The solution cell is committed without outputs and skipped by nbval; it runs here instead."""
     out = run_solutions("01_naive_agent", {"checks": checks, "naive": naive})
-    assert out.count("✓") == 3 and "Not answered yet" not in out
+    assert out.count("✓") == 4 and "Not answered yet" not in out
+
+
+def test_notebook_01b_solution_cell_passes_its_check():
+    """01b's quiz: its solution cell, committed without outputs and skipped by nbval, runs here instead."""
+    out = run_solutions("01b_measuring_honestly", {"checks": checks})
+    assert out.count("✓") == 1 and "Not answered yet" not in out

@@ -253,7 +253,7 @@ def _notebook_forgot(notebook: str) -> dict:
 
 
 @pytest.mark.parametrize("notebook, measured", [("03_dtypes.ipynb", 7_225_344), ("04_frame_sharing.ipynb", 33),
-                                                ("05_ring_buffer.ipynb", 707_200_000)])
+                                                ("05_ring_buffer.ipynb", 923_200_000)])
 def test_notebook_prediction_hints_name_the_mistake_not_the_value(notebook, measured):
     kwargs = _notebook_forgot(notebook)
     assert kwargs.get("forgot"), f"{notebook}: the check cell gives no forgot= hints"

@@ -172,7 +172,7 @@ def test_checkpoint_round_trip_and_play(tmp_path):
     import torch
 
     from dqn_course.agent import DQNAgent
-    from dqn_course.train import save_checkpoint
+    from dqn_course.records import save_checkpoint
 
     agent = DQNAgent(4, "cpu", seed=7)
     save_checkpoint(tmp_path / "checkpoint.pt", agent, PRESETS["quick"], 1234)
@@ -220,4 +220,4 @@ def test_solution_cell_passes_its_check():
 
     out = run_solutions("07_train_breakout", {"plain": PRESETS["breakout"], "fast": PRESETS["breakout-fast"],
                                               "checks": checks})
-    assert out.count("✓") == 5, out  # the ε schedule, three questions, the update count
+    assert out.count("✓") == 6, out  # the ε schedule, four questions, the update count

@@ -318,6 +318,26 @@ PAIR_HINT = "a max along an axis gives a pair (values, indices): the values are 
 
 # Each question: (right letter, why it is right, {wrong letter: hint}). Notebook, then a short name.
 QUESTIONS = {
+    "01.killed_scaling": ("b", "the baseline is in RAM on either machine, paid once: all the added RAM goes to "
+                               "transitions, so the process lives twice your steps plus the baseline's worth of "
+                               "steps (the baseline over the bytes per step)",
+                          {"a": "twice would hold for a process that starts from nothing; this one starts at its "
+                                "baseline (section 3), on either machine",
+                           "c": "each step adds the same bytes, but there is twice the RAM for them to fill: the "
+                                "step is where baseline plus growth reaches the RAM available (section 3)"}),
+    "01b.which_tool_sees": ("b", "torch allocates a tensor's bytes with its own allocator, which tracemalloc does "
+                                 "not watch (section 2's torch line); RSS sees every page the tensor fills",
+                            {"a": "NumPy's data buffers do show in tracemalloc (section 2): what differs is who "
+                                  "allocates the bytes",
+                             "c": "tracemalloc counts what is allocated and still held, whatever memory the "
+                                  "allocator reuses (section 1 saw the same count in every round)"}),
+    "02.view_keeps_base": ("b", "the slice is a view into the whole 250 × 160 uint8 gray array that the cast "
+                                "made, so 250 × 160 = 40,000 bytes stay alive per stored frame, 4x the view's "
+                                "own nbytes of 125 × 80 = 10,000",
+                           {"a": "that is the view's own nbytes: what stays in memory as long as a view does "
+                                 "(section 2, Trap 2)?",
+                            "c": "the mean made a new gray array, and the cast another: the colour screen is not "
+                                 "what the slice looks into (section 2, Trap 2)"}),
     "03.where_to_scale": ("b", "the memory keeps 1 byte per pixel and the network converts each batch itself",
                           {"a": "float32 in the memory costs 4 bytes per pixel for a million transitions",
                            "c": "float16 still costs 2 bytes per pixel and buys nothing: the network converts"}),
@@ -403,6 +423,13 @@ QUESTIONS = {
                       {"a": "unlike a supervised loss, the TD loss chases targets that grow as the agent improves",
                        "c": "divergence shows as a jump by orders of magnitude, or a max-Q past its bound, not as a "
                             "loss that grows with the score"}),
+    "07.dead_agent": ("b", "long games fit both agents: waiting for FIRE earns nothing, so the stuck agent's score "
+                           "stays flat and low and its targets hold nothing new (max-Q flat, gradients small), while "
+                           "a good player's long games come with a rising score and max-Q",
+                      {"a": "a rising loss goes with an improving agent too (section 5, TD loss): it cannot tell a "
+                            "waiting agent from one that keeps the ball in play",
+                       "c": "a norm above the clipping threshold all the time says the steps are too large; a waiting "
+                            "agent's targets teach little: how large are its gradients? (section 5)"}),
     "07c.run_a": ("b", "a learning rate 100x too large: each step overshoots, so the loss, the gradient norm and "
                        "max-Q jump far from the working run's within the first updates",
                   {"a": "compare how soon this run departs from the working run, and in which panels (notebook 07, "
@@ -421,9 +448,13 @@ QUESTIONS = {
                            "at every game: no game is long enough to bring it down",
                       {"b": "decaying over the whole run is slow, but by the last steps ε would be near its floor",
                        "c": "swapped, ε would start near its floor and rise: it would be low early on"}),
-    "08.zero_priority": ("a", "a leaf of priority 0 owns an empty interval of the line, so no mass can land in it",
-                         {"b": "the walk has no special case for zero: look at what the leaf owns on the line",
-                          "c": "the slot stays in the memory; only its priority is 0"}),
+    "08.mass_leaf": ("c", "laid end to end, leaf 0 owns [0, 2), leaf 1 (priority 0) owns nothing and leaf 2 owns "
+                          "[2, 5): the walk goes right at the root (2.5 is not below 2) and left below it (0.5 is "
+                          "below 3), to leaf 2",
+                     {"a": "leaf 0's interval is as long as its priority: lay the four intervals end to end, as "
+                           "section 1 does, and see where 2.5 falls",
+                      "b": "a leaf of priority 0 owns an empty interval of the line, so no mass lands in it "
+                           "(section 1, zero priority)"}),
     "08.where_tree_hurts": ("b", "a GPU shrinks the network's part of a step while the tree stays on the CPU",
                             {"a": "on a CPU the network dominates the step: the tree's share is small there",
                              "c": "the tree's time is about fixed, but the step it is compared with is not"}),
@@ -452,7 +483,7 @@ QUESTIONS = {
 
 
 def check_question(key: str, answer) -> bool | None:
-    """Notebooks 03-10: a short multiple-choice question; ``answer`` is a letter, e.g. ``"b"``."""
+    """Notebooks 01-10: a short multiple-choice question; ``answer`` is a letter, e.g. ``"b"``."""
     right, why, hints = QUESTIONS[key]
     if answer is None:
         return _not_answered_yet("write the letter of your answer, e.g. \"a\"")
@@ -1144,7 +1175,7 @@ def check_resume_config(cfg, run_dir) -> bool | None:
     """Notebook 09: a ``Config`` that resumes the killed run in ``run_dir`` and trains it further.
 
     Right when ``cfg.resume`` names the run (its folder or one of its ``state-*.ckpt`` files), the
-    checkpoint it picks passes ``train.load_resume`` (same replay shape), the logs go on in the same
+    checkpoint it picks passes ``records.load_resume`` (same replay shape), the logs go on in the same
     folder and ``total_steps`` lies beyond the step that checkpoint saved.
     """
     if cfg is None:
@@ -1223,13 +1254,13 @@ def check_capstone(run, games: int = 30) -> bool | None:
         return _not_answered_yet("train your loop into a run folder and pass the folder")
     from pathlib import Path
 
-    from dqn_course.evaluate import PolicyFileError, evaluate
+    from dqn_course.evaluate import PolicyFileError, policy_vs_random
     from dqn_course.lab.capstone import gate_verdict
 
     folder = Path(run)
     folder = folder.parent if folder.is_file() else folder
     try:
-        result = evaluate(run, games=games)
+        result = policy_vs_random(run, games=games)
     except PolicyFileError as e:
         if not Path(run).exists() or (Path(run).is_dir() and not (Path(run) / "checkpoint.pt").exists()):
             return _not_answered_yet(f"{run} holds no policy yet ({e}); run your loop until its first evaluation")
