@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from dqn_course import check_arg
 from dqn_course.replay import Batch, FrameSharingMemory, MultiStreamMemory
 from dqn_course.rng import parse_rng_state, rng_state_array
 
@@ -176,10 +177,19 @@ class PrioritizedMemory:
     filled in; give those indices and the new TD errors to ``update_priorities``. ``tree`` is a name in
     ``TREES`` or a tree class (e.g. ``dqn_course.lab.per_trees.SumTree``). ``state_dict`` /
     ``load_state_dict`` checkpoint the priorities together with the memory.
+
+    ``alpha`` (how much the priorities count: 0 is uniform) is a finite number >= 0, ``eps`` (the priority of a zero
+    TD error) a finite number > 0; ``ValueError`` names the one that is not. A memory that already holds
+    transitions may be wrapped: those enter the tree at the starting priority, as new ones do.
     """
 
     def __init__(self, memory: FrameSharingMemory | MultiStreamMemory, alpha: float = 0.6, eps: float = 1e-6,
                  seed: int | None = None, tree: str | type = "compiled"):
+        if not isinstance(memory, FrameSharingMemory | MultiStreamMemory):
+            raise TypeError(f"memory must be a FrameSharingMemory or a MultiStreamMemory (the frame-sharing memories "
+                            f"that report which slots can be sampled), got {type(memory).__name__}")
+        check_arg("alpha", alpha, low=0)
+        check_arg("eps", eps, above=0)
         if isinstance(tree, str):
             if tree not in TREES:
                 raise ValueError(f"tree must be one of {sorted(TREES)} or a tree class, got {tree!r}")
@@ -193,8 +203,12 @@ class PrioritizedMemory:
         self.max_priority = 1.0
         self.rng = np.random.default_rng(seed)
         self._live = np.zeros(self.tree.capacity, bool)  # which leaves the memory says are valid
+        self._sampled = np.zeros(self.tree.capacity, bool)  # which leaves a batch has handed out: update_priorities
         self._restoring = False  # load_state_dict sets the leaves itself
         memory.watch_validity(self._validity_changed)
+        held = np.flatnonzero(np.concatenate([s.valid for s in self.streams]))  # a memory wrapped when not empty
+        if held.size:
+            self._validity_changed(held, np.ones(held.size, bool))
 
     def _validity_changed(self, leaves: np.ndarray, valid: np.ndarray) -> None:
         """The memory's notice: valid slots get max priority (they are new), invalid ones 0."""
@@ -227,8 +241,12 @@ class PrioritizedMemory:
         return [self.rng, *self.memory.generators()]
 
     def sample(self, batch_size: int, beta: float = 0.4) -> Batch:
+        """``batch_size`` transitions drawn in proportion to their priority, with importance weights for the
+        exponent ``beta`` (in [0, 1]) and their tree leaves (``indices``, for ``update_priorities``)."""
         self.memory._check_batch_size(batch_size)  # an integer, and no more than the memory holds
+        check_arg("beta", beta, low=0, high=1)
         leaves = self.tree.sample(batch_size, self.rng)
+        self._sampled[leaves] = True
         streams, slots = np.divmod(leaves, self.stream_capacity)
         order = np.argsort(streams, kind="stable")  # group by stream; the learner does not care about order
         leaves, streams, slots = leaves[order], streams[order], slots[order]
@@ -237,10 +255,24 @@ class PrioritizedMemory:
         return batch._replace(weights=importance_weights(probs, len(self.memory), beta), indices=leaves)
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
-        """priority = |TD error| + eps; the tree stores priority ** alpha."""
-        priorities = np.abs(np.asarray(td_errors, np.float64)) + self.eps
-        self.max_priority = max(self.max_priority, float(priorities.max()))
-        indices = np.asarray(indices)
+        """priority = |TD error| + eps; the tree stores priority ** alpha. ``indices``: leaves a ``sample`` handed
+        out (its batch's ``indices``), one finite TD error each; a leaf whose slot was overwritten since keeps
+        priority 0. Refuses (``ValueError``, nothing changed) other indices, other lengths, non-finite errors."""
+        indices, td_errors = np.asarray(indices), np.asarray(td_errors)
+        if indices.ndim != 1 or indices.dtype.kind not in "iu":
+            raise ValueError(f"indices must be a 1-D array of integers (a sampled batch's indices), got "
+                             f"{indices.dtype}{list(indices.shape)}")
+        if td_errors.shape != indices.shape or td_errors.dtype.kind not in "iuf":
+            raise ValueError(f"td_errors must be numbers, one per index ({indices.size}), got "
+                             f"{td_errors.dtype}{list(td_errors.shape)}")
+        if not np.isfinite(td_errors).all():
+            raise ValueError("td_errors must be finite: a NaN or infinite TD error would make every priority "
+                             "meaningless (check the loss for divergence)")
+        if ((indices < 0) | (indices >= self.tree.capacity)).any() or not self._sampled[indices].all():
+            raise ValueError(f"indices must be leaves a sample() handed out (in [0, {self.tree.capacity})); got "
+                             f"some that no batch returned: pass the batch's own indices")
+        priorities = np.abs(td_errors.astype(np.float64)) + self.eps
+        self.max_priority = max(self.max_priority, float(priorities.max(initial=0.0)))
         still_valid = self._live[indices]  # a slot overwritten since it was sampled keeps priority 0
         self.tree.update(indices[still_valid], priorities[still_valid] ** self.alpha)
 
@@ -286,6 +318,7 @@ class PrioritizedMemory:
         self.tree.update(np.arange(self.tree.capacity), leaves)  # rebuilds every sum from the leaves
         self.max_priority = float(state["max_priority"])
         self.rng.bit_generator.state = rng
+        self._sampled[:] = False  # a batch handed out before the load belongs to the state it replaced
 
     def _saved_validity(self, state: dict[str, np.ndarray]) -> np.ndarray | None:
         """The saved memory's ``valid`` flags, leaf by leaf; None if absent or misshapen (its own load refuses it)."""

@@ -322,3 +322,70 @@ def test_load_state_dict_refuses_a_bad_state_and_changes_nothing(change, match):
 def test_prioritized_memory_rejects_an_unknown_tree():
     with pytest.raises(ValueError, match="tree must be one of"):
         PrioritizedMemory(FrameSharingMemory(24, (4, 2, 2)), tree="fenwick")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"alpha": -0.1}, "alpha must be >= 0"), ({"alpha": float("nan")}, "alpha must be a finite number"),
+    ({"alpha": "0.6"}, "alpha must be a finite number"), ({"eps": 0.0}, "eps must be > 0"),
+    ({"eps": float("inf")}, "eps must be a finite number"),
+])
+def test_prioritized_memory_refuses_exponents_and_eps_outside_their_ranges(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        PrioritizedMemory(FrameSharingMemory(24, (4, 2, 2)), **kwargs)
+
+
+def test_prioritized_memory_refuses_a_memory_that_cannot_report_its_valid_slots():
+    from dqn_course.replay.rungs import StackedRingMemory
+
+    with pytest.raises(TypeError, match="memory must be a FrameSharingMemory or a MultiStreamMemory"):
+        PrioritizedMemory(StackedRingMemory(24, (4, 2, 2)))
+
+
+@pytest.mark.parametrize("streams", [1, 2])
+def test_wrapping_a_memory_that_holds_transitions_gives_them_priorities(streams):
+    """Transitions stored before the wrap are drawn too, at the starting priority: not left at 0 forever."""
+    inner = (FrameSharingMemory(40, (4, 2, 2), seed=0) if streams == 1
+             else MultiStreamMemory(80, 2, (4, 2, 2), seed=0))
+    for t in numbered_transitions([9, 6], frame_shape=(2, 2)):
+        for k in range(streams):
+            inner.add(*t, **({"stream": k} if streams > 1 else {}))
+    memory = PrioritizedMemory(inner, seed=0)
+    valid = np.flatnonzero(np.concatenate([s.valid for s in memory.streams]))
+    assert valid.size == len(inner) > 0
+    np.testing.assert_allclose(memory.tree.get(valid), 1.0)  # the starting priority, 1 ** alpha
+    assert memory.tree.total == pytest.approx(valid.size)
+    assert set(memory.sample(len(inner), beta=0.5).indices) <= set(valid)
+
+
+@pytest.mark.parametrize("indices, errors, match", [
+    (np.arange(3), np.ones(2), "one per index"),
+    ("sampled", np.full(8, np.nan), "must be finite"),
+    ("sampled", np.full(8, np.inf), "must be finite"),
+    (np.array([39]), np.ones(1), "leaves a sample\\(\\) handed out"),
+    (np.array([-1]), np.ones(1), "leaves a sample\\(\\) handed out"),
+    (np.array([1_000]), np.ones(1), "leaves a sample\\(\\) handed out"),
+    (np.array([0.5]), np.ones(1), "indices must be a 1-D array of integers"),
+    ("sampled", np.array(["x"] * 8), "td_errors must be numbers"),
+])
+def test_update_priorities_refuses_what_no_batch_handed_out_and_changes_nothing(indices, errors, match):
+    memory = PrioritizedMemory(FrameSharingMemory(40, (4, 2, 2), seed=0), seed=0)
+    for t in numbered_transitions([9, 6], frame_shape=(2, 2)):
+        memory.add(*t)
+    batch = memory.sample(8, beta=0.5)
+    assert 39 not in batch.indices  # slot 39 holds nothing yet: never handed out
+    before, top = _copied(memory.state_dict()), memory.max_priority
+    with pytest.raises(ValueError, match=match):
+        memory.update_priorities(batch.indices if isinstance(indices, str) else indices, errors)
+    after = memory.state_dict()
+    assert all(np.array_equal(before[k], after[k]) for k in before) and memory.max_priority == top
+    memory.update_priorities(batch.indices, -np.arange(8.0))  # a TD error's sign does not matter: |error| + eps
+    assert memory.max_priority == pytest.approx(7.0 + memory.eps)
+
+
+def test_sample_refuses_beta_outside_zero_one():
+    memory = PrioritizedMemory(FrameSharingMemory(40, (4, 2, 2), seed=0), seed=0)
+    for t in numbered_transitions([9], frame_shape=(2, 2)):
+        memory.add(*t)
+    for beta in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="beta must be"):
+            memory.sample(4, beta=beta)
