@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -137,3 +138,22 @@ def test_readme_lists_every_module_once():
     assert all(name.startswith(LAB + ".") for name, _ in lab)
     assert not any(name.startswith(LAB) for name, _ in library)
 
+
+
+# A path a docstring or comment names: folders, a file name and one of the repository's file kinds.
+NAMED_PATH = re.compile(r"(?<![\w/.<{-])((?:[\w.-]+/)+[\w.*-]+\.(?:py|md|json|jsonl|csv|toml|yml|yaml|txt|ipynb|sh))")
+
+
+def missing_paths(text: str, root: Path) -> list[str]:
+    """The paths ``text`` names that match nothing under ``root`` (a ``*`` in a name is a glob)."""
+    return sorted({p for p in NAMED_PATH.findall(text)
+                   if not (any(root.glob(p)) if "*" in p else (root / p).exists())})
+
+
+def test_the_package_cites_only_files_in_the_repository():
+    """A docstring or comment that points the reader at a file points at one that is here (a design document kept
+    elsewhere, or a script since removed, is a dead end for a newcomer)."""
+    assert missing_paths("see docs/DESIGN.md and benchmarks/sampling.py, data/bench/*.json", ROOT) == ["docs/DESIGN.md"]
+    dead = {str(p.relative_to(ROOT)): missing for p in sorted((ROOT / "dqn_course").rglob("*.py"))
+            if (missing := missing_paths(p.read_text(encoding="utf-8"), ROOT))}
+    assert not dead, f"files named in the package that the repository does not have: {dead}"
