@@ -221,3 +221,17 @@ def test_solution_cell_passes_its_check():
     out = run_solutions("07_train_breakout", {"plain": PRESETS["breakout"], "fast": PRESETS["breakout-fast"],
                                               "checks": checks})
     assert out.count("✓") == 6, out  # the ε schedule, four questions, the update count
+
+
+def test_07b_solution_cell_passes_its_checks():
+    """Notebook 07b's solution cell, run with the recorded drop its answer cell measures."""
+    from _solutions import run_solutions
+
+    from dqn_course.lab import colab
+
+    sizes, _ = colab.recorded_state_sizes()
+    drops = [sizes[s, 100_000]["bytes_per_transition"] - sizes[s, 1_000_000]["bytes_per_transition"]
+             for s in ("ram", "lz4", "zstd")]
+    out = run_solutions("07b_training_on_colab", {"checks": checks, "fixed_by_arithmetic": 1_686_180 * 4 * 4,
+                                                  "measured_drop": sum(drops) / len(drops)})
+    assert out.count("✓") == 3, out

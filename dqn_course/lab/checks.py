@@ -236,7 +236,8 @@ def check_preprocess(preprocess) -> bool | None:
             if out.shape in ((84, 84, 1), (1, 84, 84)):
                 hint = "drop the channel axis (a gray frame is 2-D)"
             elif out.shape == (105, 80):
-                hint = "that is every second row and column of 210x160; resize to 84x84 with cv2.resize instead"
+                hint = ("that is every second row and column of 210x160: shrink the whole gray screen to 84 x 84 "
+                        "with an area-averaging resize instead (section 4, *The preprocessing, by hand*)")
             elif out.shape[-1:] == (3,):
                 hint = "the frame is still in colour: it should be gray, one value per pixel (section 1)"
             else:
@@ -339,16 +340,22 @@ QUESTIONS = {
                             "c": "the mean made a new gray array, and the cast another: the colour screen is not "
                                  "what the slice looks into (section 2, Trap 2)"}),
     "03.where_to_scale": ("b", "the memory keeps 1 byte per pixel and the network converts each batch itself",
-                          {"a": "float32 in the memory costs 4 bytes per pixel for a million transitions",
-                           "c": "float16 still costs 2 bytes per pixel and buys nothing: the network converts"}),
+                          {"a": "float32 in the memory costs 4 bytes per pixel for a million transitions "
+                                 "(section 3, *Scale on the device, at learn time*)",
+                           "c": "float16 still costs 2 bytes per pixel and buys nothing: the network converts "
+                                "(section 5, *float16: precise enough, still twice uint8*)"}),
     "03.mean_dtype": ("c", "dividing integer arrays gives float64, 8 bytes a pixel, eight times the frames (and "
                            "a + b wraps around at 256 before the division: section 4)",
-                      {"a": "the division made floats: which float does NumPy pick for integer arrays?",
-                       "b": "NumPy picks float64, not float32, for integer arrays unless told otherwise"}),
+                      {"a": "the division made floats: which float does NumPy pick for integer arrays? "
+                             "(section 4, *The float64 trap*)",
+                       "b": "NumPy picks float64, not float32, for integer arrays unless told otherwise (section 4, "
+                            "*The float64 trap*)"}),
     "03.uint8_assign": ("a", "uint8 arithmetic wraps around modulo 256: 100 - 200 = -100 is stored as 156; "
                              "convert to a signed or float dtype before subtracting",
-                        {"b": "a uint8 array has no room for -100: what did section 4 show 200 + 100 giving?",
-                         "c": "NumPy does not clip integer arithmetic: section 4's 200 + 100 shows what it does"}),
+                        {"b": "a uint8 array has no room for -100: what did section 4, *The float64 trap*, "
+                               "show 200 + 100 giving?",
+                         "c": "NumPy does not clip integer arithmetic: section 4, *The float64 trap*, shows what "
+                              "200 + 100 gives"}),
     "04.frames_per_transition": ("c", "the ring keeps each frame once, one new frame per step, whatever the stack's "
                                       "length or the frame's size",
                                  {"a": "that is s and s' stored as two stacks each, the layout the ring replaces",
@@ -416,7 +423,8 @@ QUESTIONS = {
                       "b": "ε picks the actions; the TD target holds no ε"}),
     "07.q_explodes": ("a", "with at most 1 reward per step, no discounted return exceeds 1 / (1 - γ): 1,000 for "
                            "γ = 0.999, so 300 can be an honest estimate; a max-Q past the bound is divergence",
-                      {"b": "the bound of 100 belongs to γ = 0.99: work out the largest return γ = 0.999 allows",
+                      {"b": "max-Q has a ceiling, the largest discounted return (section 5, mean max-Q): work it out "
+                            "for γ = 0.999 and compare 300 with it",
                        "c": "max-Q has a bound of its own, whatever the loss does: the largest discounted return"}),
     "07.loss_rises": ("b", "the targets move: more reward and larger Q-values make larger TD errors, so a rising "
                            "loss beside a rising score is no alarm",
