@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: setup lab test lint unit notebooks colab-cells execute train train-quick train-cpu figures readme bench bench-gpu gpu-check clean
+.PHONY: setup lab test lint unit floors notebooks colab-cells execute train train-quick train-cpu figures readme bench bench-gpu gpu-check clean
 
 setup: $(VENV)/.installed
 
@@ -36,6 +36,17 @@ lint: setup
 
 unit: setup
 	$(PY) -m pytest tests --deselect tests/test_notebooks_alone.py::test_the_notebook_runs_alone_in_a_fresh_copy_of_the_tree
+
+# The dependency floors, tested: a second venv with every dependency at the lowest version pyproject.toml allows
+# (tests/floors.txt), then the unit tests there. Heavy and not part of `make test`: torch's floor comes from PyPI as
+# its CUDA build (about 3 GB with its libraries; it runs on a CPU). A failure means a floor to raise, there and in
+# tests/floors.txt and environment.yml (tests/test_packaging.py keeps the three in step).
+FLOORS_VENV ?= .venv-floors
+floors:
+	$(PYTHON) -m venv $(FLOORS_VENV)
+	$(FLOORS_VENV)/bin/python -m pip --disable-pip-version-check -q install -c tests/floors.txt -r tests/floors.txt -e ".[all]"
+	$(TEST_ENV) $(FLOORS_VENV)/bin/python -m pytest tests -p no:cacheprovider \
+		--deselect tests/test_notebooks_alone.py::test_the_notebook_runs_alone_in_a_fresh_copy_of_the_tree
 
 # The notebooks only, each alone in a fresh copy of the tree (in place: pytest --nbval notebooks)
 notebooks: setup

@@ -6,7 +6,7 @@
 (Only markdown, the notebook's title and introduction, may come before it.)
 On Colab the cell makes a shallow clone of the repository (the package *and* ``data/``, which the notebooks read)
 into ``/content/dqn-course``, installs it editable with the extras the notebook needs (pip keeps Colab's own torch:
-``torch>=2.2,<3`` is already satisfied, and nothing asks it to upgrade), puts the clone first on ``sys.path`` (the
+``torch>=2.4,<3`` is already satisfied, and nothing asks it to upgrade), puts the clone first on ``sys.path`` (the
 running kernel does not read the new install's path file) and changes into its ``notebooks/`` folder, so the
 notebook's relative paths resolve as they do in a local checkout. Run again, it skips the clone.
 

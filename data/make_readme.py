@@ -29,6 +29,7 @@ import argparse
 import ast
 import json
 import re
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -445,14 +446,17 @@ def train_loop_body(root: Path = ROOT) -> str:
     ``benchmarks/ab/ab_train_loop.py``): agent steps/s from the first update on, before and after, per run."""
     path = root / "data" / "bench" / "train-loop-ab.jsonl"
     runs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    lines = ["| run | machine | before | after | steps/s before (rounds) | steps/s after (rounds) | after / before |",
-             "|---|---|---|---|---|---|---:|"]
+    lines = ["| run | machine | before | after | steps/s before (rounds) | steps/s after (rounds) "
+             "| after / before: best, median |", "|---|---|---|---|---|---|---:|"]
     for i, r in enumerate(runs, 1):
         rounds = {side: ", ".join(f"{x:.1f}" for x in r[f"rounds_{side}"]) for side in ("before", "after")}
         after = r["after_commit"] + (" + uncommitted changes" if r["after_uncommitted_changes"] else "")
-        lines.append(f"| {i}: {r['rounds']} rounds of {r['steps']:,} steps | {_machine(r['environment'])} | "
+        order = r.get("order", "before first in every round")
+        lines.append(f"| {i}: {r['rounds']} rounds of {r['steps']:,} steps ({order}) | "
+                     f"{_machine(r['environment'])} | "
                      f"{r['before_commit']} | {after} | {r['before_steps_per_s']:.1f} ({rounds['before']}) | "
-                     f"{r['after_steps_per_s']:.1f} ({rounds['after']}) | {r['after_over_before']:.3f} |")
+                     f"{r['after_steps_per_s']:.1f} ({rounds['after']}) | {r['after_over_before']:.3f}, "
+                     f"{statistics.median(r['rounds_after']) / statistics.median(r['rounds_before']):.3f} |")
     return "\n".join(lines)
 
 

@@ -120,10 +120,10 @@ def test_elsewhere_the_first_cell_does_nothing(path, monkeypatch):
 
 
 def test_the_install_keeps_colabs_torch():
-    """pip leaves an installed package alone when it satisfies the requirement: any torch 2.x from 2.2 on does."""
+    """pip leaves an installed package alone when it satisfies the requirement: any torch 2.x from 2.4 on does."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     torch_req = next(Requirement(r) for r in project["dependencies"] if Requirement(r).name == "torch")
-    for version in ("2.2.0", "2.5.1+cu121", "2.8.0+cu126", "2.9.0+cu128", "2.13.0"):
+    for version in ("2.4.0", "2.5.1+cu121", "2.8.0+cu126", "2.9.0+cu128", "2.13.0"):
         assert torch_req.specifier.contains(version), f"{torch_req} would replace Colab's torch {version}"
 
 

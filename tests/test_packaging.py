@@ -44,6 +44,19 @@ def test_conda_and_pip_install_the_same_requirements():
                                        f"in environment.yml but not pyproject.toml: {sorted(extra)}")
 
 
+def test_floors_are_the_lower_bounds_of_pyproject():
+    """``make floors`` installs tests/floors.txt: each pin there is a dependency's lower bound in pyproject.toml
+    (``>=`` that very version), and every dependency with a lower bound, extras included, is pinned there (the
+    development tools excepted)."""
+    project = pyproject()["project"]
+    extras = project["optional-dependencies"]
+    reqs = project["dependencies"] + [r for name, rs in extras.items() if name not in ("all", "dev", "lab") for r in rs]
+    bounds = {m.group(1): m.group(2) for r in reqs if (m := re.match(r"([A-Za-z0-9_.-]+)\s*>=\s*([\d.]+)", r))}
+    lines = (ROOT / "tests" / "floors.txt").read_text().splitlines()
+    pins = dict(line.split("==") for line in lines if line and not line.startswith("#"))
+    assert pins == bounds, f"floors.txt {pins} != pyproject.toml's lower bounds {bounds}"
+
+
 def test_all_extra_pulls_in_every_other_extra():
     project = pyproject()["project"]
     extras = project["optional-dependencies"]

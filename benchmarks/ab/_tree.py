@@ -1,6 +1,8 @@
 """Running one side of an A/B in a fresh interpreter under a given source tree (the before or the after)."""
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import subprocess
 import sys
@@ -14,3 +16,24 @@ def rate_in(tree: Path, script: str, *args: str, one_thread: bool = False) -> fl
     out = subprocess.run([sys.executable, script, "--child", *args], env=env, check=True, capture_output=True,
                          text=True, cwd=tree).stdout
     return float(out.strip().splitlines()[-1])
+
+
+def ab_parser(description: str, rounds: int) -> argparse.ArgumentParser:
+    """The options an A/B script takes: ``--before`` (a checkout of the tree before the change), ``--rounds``,
+    ``--save`` (a JSON-lines file to append the result to) and the hidden ``--child`` (measure one side here)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--before", type=Path, help="a checkout of the tree before the change (git worktree add ...)")
+    p.add_argument("--rounds", type=int, default=rounds)
+    p.add_argument("--save", type=Path, help="append the result, with the command and machine, to this JSON-lines file")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def append_result(path: Path, script: str, row: dict) -> None:
+    """``row`` as one more line of the JSON-lines file ``path``, after the command that made it and before the
+    machine it ran on (``dqn_course.lab.bench.environment_info``)."""
+    from dqn_course.lab.bench import environment_info
+
+    line = {"command": " ".join([script] + sys.argv[1:]), **row, "environment": environment_info()}
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")

@@ -6,19 +6,18 @@
 Each round runs ``train.train`` on the quick preset (one env, the plain learner, replay in RAM; evaluations and
 checkpoints only at the end, which the learning rate leaves out) in a fresh interpreter under each tree
 (PYTHONPATH), and reads its ``learning_steps_per_s``: agent steps per second from the first update on, acting,
-storing and learning together. Rounds alternate A and B so drift hits both; the best rate of each side is kept.
-One torch thread per side. The same seed gives both trees the same games, so they do the same work.
+storing and learning together. Rounds alternate the order (before-after, then after-before) so drift and order
+hit both sides alike; each side's rounds are kept, and its best. One torch thread per side. The same seed gives
+both trees the same games, so they do the same work.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from _tree import rate_in  # this folder's helper (a script's folder is first on the import path)
+from _tree import ab_parser, append_result, rate_in  # this folder's helpers (its folder is first on the path)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,12 +38,8 @@ def rate(steps: int) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--before", type=Path, help="a checkout of the tree before the change (required)")
+    p = ab_parser(__doc__.split("\n")[0], rounds=3)
     p.add_argument("--steps", type=int, default=3_000, help="agent steps per run (updates from step 500 on)")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--save", type=Path, help="append the result, with the command and machine, to this JSON-lines file")
-    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         print(rate(args.steps))
@@ -52,8 +47,9 @@ def main() -> None:
     if args.before is None:
         p.error("--before: a checkout of the tree before the change is required")
     rates: dict[str, list[float]] = {"before": [], "after": []}
-    for _ in range(args.rounds):
-        for side, tree in (("before", args.before), ("after", REPO)):
+    sides = [("before", args.before), ("after", REPO)]
+    for i in range(args.rounds):
+        for side, tree in sides if i % 2 == 0 else sides[::-1]:  # ABBA: neither side always runs first
             rates[side].append(rate_in(tree, __file__, "--steps", str(args.steps), one_thread=True))
     best = {side: max(r) for side, r in rates.items()}
     row = {"before_steps_per_s": round(best["before"], 1), "after_steps_per_s": round(best["after"], 1),
@@ -61,19 +57,17 @@ def main() -> None:
            **{f"rounds_{side}": [round(r, 1) for r in r_side] for side, r_side in rates.items()}}
     print(json.dumps(row))
     if args.save:
-        from dqn_course.lab.bench import environment_info
+        commits = {side: git(tree, "rev-parse", "--short", "HEAD") for side, tree in sides}
+        append_result(args.save, "benchmarks/ab/ab_train_loop.py", {
+            "rounds": args.rounds, "steps": args.steps, "order": "alternating, before first in odd rounds",
+            "before_commit": commits["before"], "after_commit": commits["after"],
+            "after_uncommitted_changes": bool(git(REPO, "status", "--porcelain", "dqn_course")),  # the code measured
+            **row})
 
-        trees = {side: subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                      text=True).stdout.strip()
-                 for side, tree in (("before", args.before), ("after", REPO))}
-        row = {"command": " ".join(["benchmarks/ab/ab_train_loop.py"] + sys.argv[1:]), "rounds": args.rounds,
-               "steps": args.steps, "before_commit": trees["before"], "after_commit": trees["after"],
-               "after_uncommitted_changes": bool(subprocess.run(  # in the package measured
-                   ["git", "-C", str(REPO), "status", "--porcelain", "dqn_course"], capture_output=True,
-                   text=True).stdout.strip()),
-               **row, "environment": environment_info()}
-        with open(args.save, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+
+def git(tree: Path, *args: str) -> str:
+    """What ``git -C tree args`` prints, stripped."""
+    return subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True).stdout.strip()
 
 
 if __name__ == "__main__":
