@@ -195,7 +195,8 @@ def executions_line(root: Path = ROOT) -> str:
     records = json.loads(path.read_text(encoding="utf-8"))["executions"] if path.is_file() else {}
     if not records:
         return "No notebook execution is recorded yet (`make execute` records them in `data/executions.json`)."
-    sys.path.insert(0, str(ROOT))  # dqn_course.lab.figures needs only the standard library: no set-up either
+    if str(ROOT) not in sys.path:  # dqn_course.lab.figures needs only the standard library: no set-up either
+        sys.path.insert(0, str(ROOT))
     from dqn_course.lab.figures import describe  # the records' machine is figures.machine(): described the same way
 
     machines = sorted({f"{describe(r['machine'])}, {r['machine']['torch_threads']} torch threads"

@@ -189,8 +189,9 @@ def train(cfg: Config, *, targets: Callable = td_targets, loss: Callable = td_lo
             next_obs, rewards, terminated, truncated, info = envs.recv()
             timer.lap("envs")  # what the envs took beyond the acting and learning they overlapped
             clipped, dones, ended = learning_signals(rewards, terminated, truncated, info["lives"] < lives)
-            memory.add_batch(obs, actions, clipped, next_obs, dones=dones, episode_ends=ended, mask=~resetting)
-            records.games.record(rewards, ~resetting, ended, step, eps, learner.diagnostics, len(memory))
+            real = ~resetting  # the envs that played this step (the others only reset)
+            memory.add_batch(obs, actions, clipped, next_obs, dones=dones, episode_ends=ended, mask=real)
+            records.games.record(rewards, real, ended, step, eps, learner.diagnostics, len(memory))
             obs, lives, resetting = next_obs, info["lives"].copy(), ended
             timer.lap("store")
 

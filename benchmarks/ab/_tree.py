@@ -18,11 +18,13 @@ def rate_in(tree: Path, script: str, *args: str, one_thread: bool = False) -> fl
     return float(out.strip().splitlines()[-1])
 
 
-def ab_parser(description: str, rounds: int) -> argparse.ArgumentParser:
+def ab_parser(description: str, rounds: int,
+              before_help: str = "a checkout of the tree before the change (git worktree add ...)"
+              ) -> argparse.ArgumentParser:
     """The options an A/B script takes: ``--before`` (a checkout of the tree before the change), ``--rounds``,
     ``--save`` (a JSON-lines file to append the result to) and the hidden ``--child`` (measure one side here)."""
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--before", type=Path, help="a checkout of the tree before the change (git worktree add ...)")
+    p.add_argument("--before", type=Path, help=before_help)
     p.add_argument("--rounds", type=int, default=rounds)
     p.add_argument("--save", type=Path, help="append the result, with the command and machine, to this JSON-lines file")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

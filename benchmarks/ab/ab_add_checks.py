@@ -12,14 +12,12 @@ rate of each side is kept. 8 envs of 84x84 frames, an episode end every 400 step
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from _tree import rate_in  # this folder's helper (a script's folder is first on the import path)
+from _tree import ab_parser, append_result, rate_in  # this folder's helpers (its folder is first on the path)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,12 +54,9 @@ def child_rate(tree: Path, seconds: float) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--before", type=Path, help="a checkout of the tree to compare with (else: in-process toggle)")
+    p = ab_parser(__doc__.split("\n")[0], rounds=5,
+                  before_help="a checkout of the tree to compare with (else: in-process toggle)")
     p.add_argument("--seconds", type=float, default=3.0, help="timed seconds per round and side")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--save", type=Path, help="append the result, with the command and machine, to this JSON-lines file")
-    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         print(rate(args.seconds))
@@ -79,12 +74,8 @@ def main() -> None:
            "cost_percent": round(100 * (best["a"] / best["b"] - 1), 2)}
     print(json.dumps(row))
     if args.save:
-        from dqn_course.lab.bench import environment_info
-
-        row = {"command": " ".join(["benchmarks/ab/ab_add_checks.py"] + sys.argv[1:]), "rounds": args.rounds,
-               "seconds": args.seconds, **row, "environment": environment_info()}
-        with open(args.save, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        append_result(args.save, "benchmarks/ab/ab_add_checks.py",
+                      {"rounds": args.rounds, "seconds": args.seconds, **row})
 
 
 if __name__ == "__main__":

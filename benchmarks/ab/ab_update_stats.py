@@ -11,14 +11,12 @@ The same seeded memory of 8 envs' random 84x84 frames and the same network on th
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from _tree import rate_in  # this folder's helper (a script's folder is first on the import path)
+from _tree import ab_parser, append_result, rate_in  # this folder's helpers (its folder is first on the path)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -61,13 +59,10 @@ def child_rate(tree: Path, seconds: float, read_every: int) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--before", type=Path, help="a checkout of the tree before the diagnostics (required)")
+    p = ab_parser(__doc__.split("\n")[0], rounds=5,
+                  before_help="a checkout of the tree before the diagnostics (required)")
     p.add_argument("--seconds", type=float, default=4.0, help="timed seconds per round and side")
-    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--read-every", type=int, default=50, help="updates between two reads (a game is ~50-200)")
-    p.add_argument("--save", type=Path, help="append the result, with the command and machine, to this JSON-lines file")
-    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         print(rate(args.seconds, args.read_every))
@@ -82,12 +77,8 @@ def main() -> None:
            "cost_percent": round(100 * (best["before"] / best["after"] - 1), 2)}
     print(json.dumps(row))
     if args.save:
-        from dqn_course.lab.bench import environment_info
-
-        row = {"command": " ".join(["benchmarks/ab/ab_update_stats.py"] + sys.argv[1:]), "rounds": args.rounds,
-               "seconds": args.seconds, "read_every": args.read_every, **row, "environment": environment_info()}
-        with open(args.save, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        append_result(args.save, "benchmarks/ab/ab_update_stats.py",
+                      {"rounds": args.rounds, "seconds": args.seconds, "read_every": args.read_every, **row})
 
 
 if __name__ == "__main__":
