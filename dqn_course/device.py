@@ -1,10 +1,12 @@
 """The one place the course picks its ``torch.device``, and how host arrays get onto it without waiting.
 
-Also what a CUDA device has free, and the refusal of an allocation it cannot hold (``check_fits_on_device``).
+Also what a CUDA device has free, the refusal of an allocation it cannot hold (``check_fits_on_device``), and
+the capture of a function as a CUDA graph (``GraphCapture``).
 """
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -85,6 +87,48 @@ class Uploader:
         event.record(torch.cuda.current_stream(self.device))  # the copies above ran on this stream of the device
         self._copied[turn] = event
         return out
+
+
+class GraphCapture:
+    """What the device learner asks of CUDA to run its update as one CUDA graph on ``device``: warm it up, record it,
+    wait for the device. Each call makes ``device`` current while it works (and puts the current device back), so
+    its streams and graph belong to ``device`` whatever device the caller has current.
+
+    ``optimizer_on_device``: an optimizer stepped inside the graph keeps its step counts on the device (Adam's
+    ``capturable=True``). Raises ``ValueError`` for a device that is not CUDA.
+    """
+
+    optimizer_on_device = True
+
+    def __init__(self, device: torch.device | str):
+        self.device = torch.device(device)
+        if self.device.type != "cuda":
+            raise ValueError(f"a CUDA graph needs a CUDA device, got {self.device}")
+
+    def warm_up(self, fn: Callable[[], None], times: int) -> None:
+        """Run ``fn`` ``times`` times on a side stream, as a capture needs, then make the device's current stream
+        wait for them (also when one raises)."""
+        with torch.cuda.device(self.device):
+            side = torch.cuda.Stream(device=self.device)
+            side.wait_stream(torch.cuda.current_stream(self.device))
+            try:
+                with torch.cuda.stream(side):
+                    for _ in range(times):
+                        fn()
+            finally:
+                torch.cuda.current_stream(self.device).wait_stream(side)
+
+    def record(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """``fn`` captured as a CUDA graph (recorded, not run); returns the graph's ``replay``, which runs it.
+        Raises ``RuntimeError`` where the GPU, its driver or the torch build cannot capture what ``fn`` does."""
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.device(self.device), torch.cuda.graph(graph):
+            fn()
+        return graph.replay
+
+    def synchronize(self) -> None:
+        """Wait until all work queued on ``device`` has finished."""
+        torch.cuda.synchronize(self.device)
 
 
 def check_device(device, shown: str | None = None) -> None:

@@ -152,9 +152,9 @@ def stage_self_check(device: str) -> dict:
         learner = DeviceLearner(DQNAgent(4, dev, seed=1), memory, 32)
         learner.learn(2)
         again = None
-        if learner._graph is not None:  # the check once more, after real updates (Adam with a history)
+        if learner._replay is not None:  # the check once more, after real updates (Adam with a history)
             with learner._on_device():
-                again = learner.self_check(learner._graph.replay, snapshot(learner.agent))
+                again = learner.self_check(learner._replay, snapshot(learner.agent))
         learner.learn(8)
         loss = learner.diagnostics()
         out[str(dev)] = {"updates_ran": learner.path, "fallback_reason": learner.fallback_reason,

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from dqn_course.agent import UPDATE_STATS, DQNAgent
-from dqn_course.device import Uploader
+from dqn_course.device import GraphCapture, Uploader
 from dqn_course.replay import MultiStreamMemory
 
 
@@ -94,10 +94,11 @@ class DeviceLearner:
     """Updates for ``agent`` from ``memory`` (a ``MultiStreamMemory`` with one frame bank on ``agent.device``).
 
     ``learn(k)`` runs k updates of ``batch_size`` transitions, each drawn uniformly over the memory's transitions
-    (``memory.draw_windows``). ``graph``: capture the update as a CUDA graph (None: on CUDA devices);
-    ``compile``: run the update through ``torch.compile`` (captured as it is when ``graph``). Every CUDA
-    object (side stream, graph, events, the uploads' copies) is made for the run's own device, whatever device
-    is current.
+    (``memory.draw_windows``). ``graph``: capture the update once and replay it (None: on CUDA devices, or when
+    ``capture`` is given); ``capture``: what warms the update up, records it and waits for the device, with
+    ``GraphCapture``'s methods (default: a ``GraphCapture`` of the agent's device, whose CUDA objects are made for
+    that device whatever device is current); ``compile``: run the update through ``torch.compile`` (captured as it
+    is when ``graph``).
 
     Before the graph is trusted, ``self_check`` runs one update eagerly and one by the graph from the same state
     on the same batch. A capture the GPU, driver or torch build cannot make (a ``RuntimeError`` while capturing,
@@ -106,14 +107,15 @@ class DeviceLearner:
     says why (``train`` puts it in the run's summary). Any other error, and any error of the eager warm-up (a
     shape error, a bug in the rule), is raised as itself, with the weights and Adam's state put back.
     Raises ``ValueError`` for a memory whose frames are not one bank on the agent's device or that pads stacks
-    with zeros (the graph gathers by index only), and for ``graph=True`` on a device other than CUDA.
+    with zeros (the graph gathers by index only), and for ``graph=True`` on a device other than CUDA with no
+    ``capture`` given.
     """
 
     STATS_RTOL = 1e-4  # self-check: loss, max-Q and gradient norm of the two updates, relative difference
     STEP_RTOL = 1e-2  # self-check: |graph step - eager step| / |eager step| over all weights (L2 norms)
 
     def __init__(self, agent: DQNAgent, memory: MultiStreamMemory, batch_size: int, graph: bool | None = None,
-                 compile: bool = False):
+                 compile: bool = False, capture: GraphCapture | None = None):
         if getattr(memory, "bank", None) is None or memory.device != agent.device:
             raise ValueError(f"DeviceLearner needs a MultiStreamMemory whose frames are one bank on {agent.device} "
                              f"(storage='ram', device={agent.device}); got frames on {memory.device or 'the host'}")
@@ -122,10 +124,11 @@ class DeviceLearner:
         self.agent, self.memory, self.batch_size = agent, memory, batch_size
         self.device = agent.device
         self.frames = memory.bank.tensor  # (streams * C, H, W) uint8 on the device
-        if graph and self.device.type != "cuda":
+        if graph and capture is None and self.device.type != "cuda":
             raise ValueError(f"graph=True captures the update as a CUDA graph, which needs a CUDA device; this "
                              f"learner's is {self.device} (pass graph=None or False)")
-        self.graph_enabled = self.device.type == "cuda" if graph is None else graph
+        self.graph_enabled = bool(capture is not None or self.device.type == "cuda" if graph is None else graph)
+        self.capture = capture if capture is not None or not self.graph_enabled else GraphCapture(self.device)
         self.fallback_reason: str | None = None
         B, window = batch_size, memory.stack + 1
         # The static inputs of one update, two tensors so that each update's inputs are two copies:
@@ -135,17 +138,17 @@ class DeviceLearner:
         self.rewards, self.dones = self._floats[0], self._floats[1]
         self.stats = UpdateStats(self.device)  # the graph adds into stats.sums; learn() counts on the host
         self._upload = Uploader(self.device)
-        self._graph = None
+        self._replay = None  # the captured update, once captured and self-checked
         # compile: the update through torch.compile (fused kernels); captured as a graph as it is, after the warm-up
         # compiled it. The self-check compares it with the plain eager update.
         self._compiled = torch.compile(self._update) if compile else None
-        if self.graph_enabled:
+        if self.graph_enabled and self.capture.optimizer_on_device:
             self._capturable_adam(True)
 
     @property
     def path(self) -> str:
         """How updates run: "cuda graph", or "eager" (with the reason when a capture was given up)."""
-        if self._graph is not None:
+        if self._replay is not None:
             return "cuda graph"
         return "eager" + (f" (fell back: {self.fallback_reason})" if self.fallback_reason else "")
 
@@ -175,46 +178,33 @@ class DeviceLearner:
 
     # -- the capture: warm-up, graph, self-check ----------------------------------------------------------------
     def _capture(self) -> None:
-        """Capture ``_update`` as a CUDA graph and check it (``self_check``), or fall back to eager updates."""
+        """Capture ``_step`` (``capture.record``) and check it (``self_check``), or fall back to eager updates.
+        The step sets the gradients to None first, so backward inside a graph writes (not adds) them."""
         saved = snapshot(self.agent)
         self._warm_up(saved)
         try:
-            graph = self._record_graph()
+            replay = self.capture.record(self._step)
         except torch.OutOfMemoryError:
             restore_in_place(self.agent, saved)
             raise
         except RuntimeError as error:  # what a GPU, driver or build that cannot capture this update raises
             self._fall_back(saved, f"the capture failed ({type(error).__name__}: {error})")
             return
-        problem = self.self_check(graph.replay, saved)
+        problem = self.self_check(replay, saved)
         if problem:
             self._fall_back(saved, problem)
         else:
-            self._graph = graph
+            self._replay = replay
 
     def _warm_up(self, saved: tuple[dict, dict]) -> None:
-        """Three eager updates on a side stream (CUDA graphs need them there): they create Adam's state before the
-        capture and raise the rule's own errors as themselves. They update for real, so the weights and Adam's
-        state are put back afterwards, in place (the graph reads these very tensors), also when one raises."""
-        agent = self.agent
-        side = torch.cuda.Stream(device=self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
+        """Three updates before the capture (``capture.warm_up``): they create Adam's state and raise the rule's own
+        errors as themselves. They update for real, so the weights and Adam's state are put back afterwards, in
+        place (the graph reads these very tensors), also when one raises."""
         try:
-            with torch.cuda.stream(side):
-                for _ in range(3):
-                    self._step()
+            self.capture.warm_up(self._step, times=3)
         finally:
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            restore_in_place(agent, saved)
+            restore_in_place(self.agent, saved)
             self.stats.sums.zero_()
-
-    def _record_graph(self):
-        """The update captured as a CUDA graph on the run's device (nothing runs until it is replayed). The step
-        sets the gradients to None first, so backward inside the graph writes (not adds) them, in its own pool."""
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self._step()
-        return graph
 
     def self_check(self, candidate, saved: tuple[dict, dict]) -> str | None:
         """Compare ``candidate()`` (e.g. a graph's ``replay``) with one eager update, each run once from ``saved``
@@ -253,13 +243,12 @@ class DeviceLearner:
         step counts on the host, no gradients, no loss counted), plain eager updates (not compiled) from now on,
         ``fallback_reason`` set and one warning saying why and how to skip the attempt."""
         agent = self.agent
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)  # no warm-up work left in flight to overwrite what is restored
+        self.capture.synchronize()  # no warm-up work left in flight to overwrite what is restored
         restore_in_place(agent, saved)  # Adam state the warm-up created is zeroed: what a fresh Adam starts from
         self._capturable_adam(False)
         agent.optimizer.zero_grad(set_to_none=True)
         self.stats.sums.zero_()
-        self._graph, self.graph_enabled, self.fallback_reason = None, False, reason
+        self._replay, self.graph_enabled, self.fallback_reason = None, False, reason
         self._compiled = None  # the plain update from now on: what the self-check trusts
         warnings.warn(f"not using a CUDA graph for the update: {reason}. Running each update eagerly instead (the "
                       f"same updates, more launches). To skip the capture and this warning: --cuda-graph false "
@@ -287,10 +276,10 @@ class DeviceLearner:
             for u in range(k):
                 self._ints.copy_(ints[u])
                 self._floats.copy_(floats[u])
-                if self.graph_enabled and self._graph is None:
+                if self.graph_enabled and self._replay is None:
                     self._capture()  # on failure: graph_enabled is False from now on
                 if self.graph_enabled:
-                    self._graph.replay()
+                    self._replay()
                 else:
                     self._step()
                 self.stats.count += 1

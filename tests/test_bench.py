@@ -102,7 +102,21 @@ def test_rates_built_on_timeit(clock):
     assert memory.calls == 1 + 3 * 5  # one warm-up, then 3 turns of 20 MS
     assert rates["batches_per_s"] == pytest.approx(256.0) and rates["batches_per_cpu_s"] == pytest.approx(512.0)
     assert set(rates) == {"batches_per_s", "batches_per_cpu_s", "minor_faults_per_batch"}
-    assert rates["minor_faults_per_batch"] >= 0
+
+
+def test_sampling_rates_counts_the_pages_a_batch_touches_for_the_first_time():
+    """A sample that writes into a fresh anonymous mapping (pages never touched before) faults at least once per
+    batch; one that touches no new memory faults far less."""
+    import mmap
+
+    def fresh_pages(batch_size):
+        with mmap.mmap(-1, 64 * mmap.PAGESIZE) as m:
+            for page in range(64):
+                m[page * mmap.PAGESIZE] = 1
+
+    touching = sampling_rates(types.SimpleNamespace(sample=fresh_pages), 32, min_seconds=0.05, rounds=2)
+    idle = sampling_rates(types.SimpleNamespace(sample=lambda batch_size: None), 32, min_seconds=0.05, rounds=2)
+    assert touching["minor_faults_per_batch"] >= 1 > idle["minor_faults_per_batch"]
 
 
 def test_on_the_real_clock_a_longer_sleep_reports_more():

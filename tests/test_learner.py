@@ -1,9 +1,7 @@
 """Learners: the fast path's DeviceLearner does exactly what ``agent.learn`` does on the same batches."""
 from __future__ import annotations
 
-import contextlib
 import re
-import sys
 
 import numpy as np
 import pytest
@@ -165,52 +163,40 @@ def test_device_learner_carries_on_identically_after_a_resume(tmp_path, device):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
 
 
-class _Stream:
-    """Stands in for a CUDA stream on the CPU (work there is already in order), noting the device it was made for."""
+class CaptureOnCpu:
+    """``GraphCapture``'s interface on the CPU, for the learner's capture logic: ``warm_up`` runs the update, and
+    ``record`` hands back what ``replays`` makes of the update (the update itself: a capture that worked), or raises
+    ``fails`` (what a GPU, driver or build that cannot capture raises). Notes what it was asked to do."""
 
-    made: list = []
+    optimizer_on_device = False  # a CPU Adam keeps its step counts where it always does
 
-    def __init__(self, device=None):
-        _Stream.made.append(device)
+    def __init__(self, replays=None, fails: Exception | None = None):
+        self.replays, self.fails, self.calls = replays or (lambda update: update), fails, []
 
-    def wait_stream(self, other) -> None:
-        pass
+    def warm_up(self, fn, times: int) -> None:
+        self.calls.append(("warm_up", times))
+        for _ in range(times):
+            fn()
 
+    def record(self, fn):
+        self.calls.append(("record", fn))
+        if self.fails is not None:
+            raise self.fails
+        return self.replays(fn)
 
-def _capture_raises(error):
-    def graph(*args, **kwargs):
-        raise error
-    return graph
-
-
-@pytest.fixture
-def cuda_capture_on_cpu(monkeypatch):
-    """The CUDA calls of the graph capture stood in for on the CPU, so that its warm-up runs real updates here (Adam
-    ``capturable`` allowed on the CPU) and ``torch.cuda.graph`` raises what a GPU or driver that cannot capture
-    raises. Returns a function making a CPU learner try the capture (as ``graph=True`` on a GPU would)."""
-    _Stream.made = []
-    monkeypatch.setattr(torch.cuda, "Stream", _Stream)
-    monkeypatch.setattr(torch.cuda, "current_stream", _Stream)
-    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
-    monkeypatch.setattr(torch.cuda, "CUDAGraph", object)
-    monkeypatch.setattr(torch.cuda, "graph", _capture_raises(RuntimeError("operation not permitted when stream is "
-                                                                          "capturing")))
-    adam = sys.modules[torch.optim.Adam.__module__]
-    monkeypatch.setattr(adam, "_get_capturable_supported_devices", lambda *args, **kwargs: ["cpu"])
-
-    def trying_to_capture(learner: DeviceLearner) -> DeviceLearner:
-        learner.graph_enabled = True
-        learner._capturable_adam(True)
-        return learner
-    return trying_to_capture
+    def synchronize(self) -> None:
+        self.calls.append(("synchronize",))
 
 
-class _Replay:
-    """A captured update stood in for on the CPU: ``replay`` runs ``update`` (the learner's eager update, or a
-    wrong one)."""
+CANNOT_CAPTURE = RuntimeError("operation not permitted when stream is capturing")
 
-    def __init__(self, update):
-        self.replay = update
+
+def twice(update):
+    """A replay that updates twice: what a capture that went wrong could do."""
+    def replay() -> None:
+        update()
+        update()
+    return replay
 
 
 def _twin_runs(adam_state: bool):
@@ -231,45 +217,43 @@ def _assert_same_state(ref_agent: DQNAgent, agent: DQNAgent) -> None:
 
 
 @pytest.mark.parametrize("adam_state", [False, True])
-@pytest.mark.parametrize("fails", ["in the capture", "in the self-check"])
-def test_a_graph_given_up_warns_once_records_why_and_runs_the_eager_updates(cuda_capture_on_cpu, fails, adam_state):
+@pytest.mark.parametrize("failing", [dict(fails=CANNOT_CAPTURE), dict(replays=twice)],
+                         ids=["in the capture", "in the self-check"])
+def test_a_graph_given_up_warns_once_records_why_and_runs_the_eager_updates(failing, adam_state):
     """A capture the GPU cannot make (a RuntimeError while capturing) or a captured update that disagrees with the
     eager one: the learner warns once, records why (``fallback_reason``, ``path``), and then makes exactly the
     updates of a learner that never tried: the warm-up's and the self-check's updates and Adam state are undone."""
     ref_agent, agent, ref_memory, memory = _twin_runs(adam_state)
     ref = DeviceLearner(ref_agent, ref_memory, 32, graph=False)
-    learner = cuda_capture_on_cpu(DeviceLearner(agent, memory, 32, graph=False))
-    if fails == "in the self-check":
-        def twice() -> None:  # a "graph" that updates twice: what a capture that went wrong could do
-            learner._update()
-            learner._update()
-        learner._record_graph = lambda: _Replay(twice)
+    capture = CaptureOnCpu(**failing)
+    learner = DeviceLearner(agent, memory, 32, capture=capture)
+    assert learner.graph_enabled
     with pytest.warns(CudaGraphFallbackWarning) as caught:
         for k in (1, 3, 2):
             ref.learn(k)
             learner.learn(k)
     ours = [str(w.message) for w in caught if w.category is CudaGraphFallbackWarning]
     assert len(ours) == 1 and "--cuda-graph false" in ours[0] and learner.fallback_reason in ours[0]
-    expected = "RuntimeError: operation not permitted" if fails == "in the capture" else "self-check"
+    expected = "RuntimeError: operation not permitted" if capture.fails else "self-check"
     assert expected in learner.fallback_reason and learner.path.startswith("eager (fell back: ")
     assert not learner.graph_enabled
-    assert all(not g["capturable"] for g in agent.optimizer.param_groups)
+    assert [c[0] for c in capture.calls] == ["warm_up", "record", "synchronize"]  # one attempt, waited for
     assert learner.diagnostics() == ref.diagnostics()
     _assert_same_state(ref_agent, agent)
 
 
 @pytest.mark.parametrize("adam_state", [False, True])
-def test_a_graph_that_passes_its_self_check_makes_the_eager_updates(cuda_capture_on_cpu, adam_state):
+def test_a_graph_that_passes_its_self_check_makes_the_eager_updates(adam_state):
     """The self-check's and the warm-up's updates leave no trace: the first replayed update is the first update."""
     ref_agent, agent, ref_memory, memory = _twin_runs(adam_state)
     ref = DeviceLearner(ref_agent, ref_memory, 32, graph=False)
-    learner = cuda_capture_on_cpu(DeviceLearner(agent, memory, 32, graph=False))
-    learner._record_graph = lambda: _Replay(learner._update)
-    ref._capturable_adam(True)  # Adam's step counts where a captured Adam keeps them, as the learner's are
+    capture = CaptureOnCpu()
+    learner = DeviceLearner(agent, memory, 32, capture=capture)
     for k in (1, 3, 2):
         ref.learn(k)
         learner.learn(k)
     assert learner.path == "cuda graph" and learner.fallback_reason is None
+    assert [c[0] for c in capture.calls] == ["warm_up", "record"]  # captured once, replayed since
     assert learner.diagnostics() == pytest.approx(ref.diagnostics(), rel=1e-6)
     for (name, a), b in zip(ref_agent.q.state_dict().items(), agent.q.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7, msg=name)
@@ -277,32 +261,29 @@ def test_a_graph_that_passes_its_self_check_makes_the_eager_updates(cuda_capture
 
 @pytest.mark.parametrize("error", [ValueError("shapes (32, 4) and (32,) do not match"),
                                    RuntimeError("mat1 and mat2 shapes cannot be multiplied")])
-def test_an_error_in_the_eager_warm_up_is_raised_as_itself_with_the_state_put_back(cuda_capture_on_cpu, error):
+def test_an_error_in_the_eager_warm_up_is_raised_as_itself_with_the_state_put_back(error):
     """A bug in the rule or a shape error shows before any capture, in the eager warm-up: it is the learner's own
     error, not a reason to run without the graph. Weights and Adam's state are as they were."""
     ref_agent, agent, _, memory = _twin_runs(adam_state=True)
-    learner = cuda_capture_on_cpu(DeviceLearner(agent, memory, 32, graph=False))
-    update, calls = learner._update, []
+    calls = []
 
-    def second_update_fails() -> None:
+    def second_update_fails(*args):
         calls.append(1)
         if len(calls) == 2:
             raise error
-        update()
+        return gradient_step(*args)
 
-    learner._update = second_update_fails
+    gradient_step, agent.gradient_step = agent.gradient_step, second_update_fails  # a rule that fails on its 2nd call
+    learner = DeviceLearner(agent, memory, 32, capture=CaptureOnCpu())
     with pytest.raises(type(error), match=re.escape(str(error))):
         learner.learn(1)
     assert learner.fallback_reason is None
-    for (name, a), b in zip(ref_agent.q.state_dict().items(), agent.q.state_dict().values()):
-        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
-    for a, b in zip(ref_agent.optimizer.state.values(), agent.optimizer.state.values()):
-        assert all(torch.equal(a[k].cpu().float(), b[k].cpu().float()) for k in a)
+    _assert_same_state(ref_agent, agent)
 
 
-def test_an_error_of_another_kind_in_the_capture_is_raised_not_caught(cuda_capture_on_cpu, monkeypatch):
-    monkeypatch.setattr(torch.cuda, "graph", _capture_raises(TypeError("update() takes 0 arguments")))
-    learner = cuda_capture_on_cpu(DeviceLearner(DQNAgent(4, seed=0), filled("cpu"), 32, graph=False))
+def test_an_error_of_another_kind_in_the_capture_is_raised_not_caught():
+    capture = CaptureOnCpu(fails=TypeError("update() takes 0 arguments"))
+    learner = DeviceLearner(DQNAgent(4, seed=0), filled("cpu"), 32, capture=capture)
     with pytest.raises(TypeError, match="takes 0 arguments"):
         learner.learn(1)
     assert learner.fallback_reason is None
@@ -336,71 +317,80 @@ def test_self_check_compares_one_update_with_the_eager_one_and_puts_the_state_ba
 
 
 def test_a_graph_on_a_device_without_cuda_is_refused():
+    from dqn_course.device import GraphCapture
+
     with pytest.raises(ValueError, match="CUDA device"):
         DeviceLearner(DQNAgent(4, seed=0), filled("cpu"), 32, graph=True)
+    with pytest.raises(ValueError, match="CUDA device"):
+        GraphCapture("cpu")
+    assert DeviceLearner(DQNAgent(4, seed=0), filled("cpu"), 32).capture is None  # graph=None: eager on the CPU
 
 
-def test_the_capture_makes_its_cuda_objects_for_the_runs_device_not_the_current_one(cuda_capture_on_cpu,
-                                                                                      monkeypatch):
-    """``--device cuda:1`` on a 2-GPU machine: the side stream, the stream waits, the graph and the uploads' events are
-    made for cuda:1, and all of the capture runs with cuda:1 current (mocks: no GPU here)."""
-    current = []
-
-    @contextlib.contextmanager
-    def device(d):
-        current.append(torch.device(d))
-        yield
-        current.pop()
-
-    made_in = []
-    monkeypatch.setattr(torch.cuda, "device", device)
-    monkeypatch.setattr(torch.cuda, "graph", lambda graph: made_in.append(list(current)) or contextlib.nullcontext())
-    learner = cuda_capture_on_cpu(DeviceLearner(DQNAgent(4, seed=0), filled("cpu"), 32, graph=False))
-    learner._record_graph = lambda: made_in.append(list(current)) or _Replay(learner._update)
-    learner.device = torch.device("cuda", 1)  # what it would be on a second GPU; the tensors stay on the CPU
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_cuda_capture_on_the_second_gpu_makes_its_objects_there_and_leaves_the_current_device():
+    """``--device cuda:1`` with cuda:0 current: the learner captures on cuda:1 and the current device stays cuda:0."""
+    torch.cuda.set_device(0)
+    learner = DeviceLearner(DQNAgent(4, "cuda:1", seed=0), filled("cuda:1"), 32)
     learner.learn(2)
-    assert _Stream.made and all(d == torch.device("cuda", 1) for d in _Stream.made)
-    assert made_in == [[torch.device("cuda", 1)]]
+    assert learner.path == "cuda graph" and torch.cuda.current_device() == 0
 
 
-def test_the_uploader_records_its_copies_on_its_own_devices_stream(monkeypatch):
-    """Each set of pinned buffers waits for its own last copies, recorded on the stream of the uploader's device."""
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_a_capture_given_up_hands_adam_back_to_the_host_and_makes_the_eager_updates():
+    """On a GPU, a capture that fails after a real warm-up: Adam is a plain Adam again (not capturable, step counts on
+    the host) and the learner makes the eager learner's updates."""
+    from dqn_course.device import GraphCapture
+
+    class CannotCapture(GraphCapture):
+        def record(self, fn):
+            raise CANNOT_CAPTURE
+
+    ref_agent, agent = DQNAgent(4, "cuda", seed=4), DQNAgent(4, "cuda", seed=4)
+    ref = DeviceLearner(ref_agent, filled("cuda"), 32, graph=False)
+    learner = DeviceLearner(agent, filled("cuda"), 32, capture=CannotCapture("cuda"))
+    assert all(g["capturable"] for g in agent.optimizer.param_groups)
+    with pytest.warns(CudaGraphFallbackWarning):
+        for k in (1, 3):
+            ref.learn(k)
+            learner.learn(k)
+    assert all(not g["capturable"] for g in agent.optimizer.param_groups)
+    assert all(st["step"].device.type == "cpu" for st in agent.optimizer.state.values())
+    assert learner.diagnostics() == pytest.approx(ref.diagnostics(), rel=1e-4)
+    for (name, a), b in zip(ref_agent.q.state_dict().items(), agent.q.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_uploader_lets_callers_reuse_their_arrays_at_once():
+    """The uploader's promise: an array may be overwritten as soon as the call returns, even while the device is
+    still busy with earlier work (a long matmul queued first holds the copies back). Each upload keeps its own
+    values; with depth 2, the third upload reuses the first set of buffers and must wait for its copies."""
     from dqn_course.device import Uploader
 
-    streams, events = [], []
+    upload = Uploader("cuda", depth=2)
+    big = torch.randn(4096, 4096, device="cuda")
+    a = np.zeros(2_000_000, dtype=np.float32)
+    outs = []
+    for i in range(6):
+        for _ in range(4):
+            big = big @ big / 64  # keeps the stream busy, so the copies queued after it wait
+        a[:] = i
+        outs += upload(a)
+    torch.cuda.synchronize()
+    assert [float(o.min()) for o in outs] == [float(o.max()) for o in outs] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
 
-    class Event:
-        def __init__(self):
-            self.stream, self.waited = None, 0
-            events.append(self)
 
-        def record(self, stream=None):
-            self.stream = stream
+def test_the_uploader_copies_arrays_as_they_are_and_refuses_a_depth_below_one():
+    from dqn_course.device import Uploader
 
-        def synchronize(self):
-            self.waited += 1
-
-    monkeypatch.setattr(torch.cuda, "current_stream",
-                        lambda device=None: streams.append(device) or f"stream of {device}")
-    monkeypatch.setattr(torch.cuda, "Event", Event)
-    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a, **k: self)
-    moved = []
-    monkeypatch.setattr(torch.Tensor, "to", lambda self, device, non_blocking=False: moved.append(
-        (torch.device(device), non_blocking)) or self.clone())
-    upload = Uploader("cuda:1", depth=2)
     a = np.arange(6, dtype=np.int64).reshape(2, 3)
-    for _ in range(3):
-        out, = upload(a)
-        assert torch.equal(out, torch.from_numpy(a))
-    assert streams == [torch.device("cuda", 1)] * 3 and all(e.stream == "stream of cuda:1" for e in events)
-    assert moved == [(torch.device("cuda", 1), True)] * 3
-    assert [e.waited for e in events] == [1, 0, 0]  # the third upload reuses the first set: waits for its copies
+    out, = Uploader("cpu")(a)
+    assert torch.equal(out, torch.from_numpy(a)) and out.dtype == torch.int64
     with pytest.raises(ValueError, match="depth"):
-        Uploader("cuda:1", depth=0)
+        Uploader("cpu", depth=0)
 
 
-def test_compile_runs_the_update_through_torch_compile_and_the_self_check_against_the_plain_one(
-        cuda_capture_on_cpu, monkeypatch):
+def test_compile_runs_the_update_through_torch_compile_and_the_self_check_against_the_plain_one(monkeypatch):
     """``compile=True``: the warm-up and the capture run the compiled update; the self-check's reference is the plain
     eager update, so a compiled update that computed something else would be given up (torch.compile stood in for:
     compiling for real takes a minute on this CPU)."""
@@ -413,22 +403,17 @@ def test_compile_runs_the_update_through_torch_compile_and_the_self_check_agains
         return compiled
 
     monkeypatch.setattr(torch, "compile", fake_compile)
-    learner = cuda_capture_on_cpu(DeviceLearner(DQNAgent(4, seed=0), filled("cpu"), 32, graph=False, compile=True))
-    captured = []
-
-    def record_graph():
-        captured.append(len(ran))
-        learner._step()  # what the graph would replay: the compiled update as captured
-        return _Replay(lambda: learner._step())
-
-    learner._record_graph = record_graph
+    capture = CaptureOnCpu()
+    learner = DeviceLearner(DQNAgent(4, seed=0), filled("cpu"), 32, compile=True, capture=capture)
     learner.learn(3)
     assert learner.path == "cuda graph"
-    assert captured == [3]  # three compiled warm-up updates, then the capture of the compiled one
-    assert len(ran) == 3 + 1 + 1 + 3  # warm-up, capture, the self-check's replay, three real updates
+    assert len(ran) == 3 + 1 + 3  # warm-up, the self-check's replay, three real updates
+    recorded = capture.calls[1][1]
+    recorded()
+    assert len(ran) == 3 + 1 + 3 + 1  # what was captured is the compiled update
 
 
-def test_a_compiled_update_that_computes_something_else_is_given_up(cuda_capture_on_cpu, monkeypatch):
+def test_a_compiled_update_that_computes_something_else_is_given_up(monkeypatch):
     learner = None
 
     def wrong_compile(fn):
@@ -442,8 +427,7 @@ def test_a_compiled_update_that_computes_something_else_is_given_up(cuda_capture
 
     monkeypatch.setattr(torch, "compile", wrong_compile)
     agent = DQNAgent(4, seed=0, max_grad_norm=1e-3)
-    learner = cuda_capture_on_cpu(DeviceLearner(agent, filled("cpu"), 32, graph=False, compile=True))
-    learner._record_graph = lambda: _Replay(lambda: learner._step())
+    learner = DeviceLearner(agent, filled("cpu"), 32, compile=True, capture=CaptureOnCpu())
     with pytest.warns(CudaGraphFallbackWarning, match="self-check"):
         learner.learn(1)
     assert learner.path.startswith("eager (fell back: self-check")
