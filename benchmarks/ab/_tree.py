@@ -19,15 +19,19 @@ def rate_in(tree: Path, script: str, *args: str, one_thread: bool = False) -> fl
 
 
 def ab_parser(description: str, rounds: int,
-              before_help: str = "a checkout of the tree before the change (git worktree add ...)"
-              ) -> argparse.ArgumentParser:
+              before_help: str = "a checkout of the tree before the change (git worktree add ...)",
+              loads: list[str] | None = None) -> argparse.ArgumentParser:
     """The options an A/B script takes: ``--before`` (a checkout of the tree before the change), ``--rounds``,
-    ``--save`` (a JSON-lines file to append the result to) and the hidden ``--child`` (measure one side here)."""
+    ``--save`` (a JSON-lines file to append the result to) and the hidden ``--child`` (measure one side here: a
+    flag, or the name of one of ``loads`` when the script measures several)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--before", type=Path, help=before_help)
     p.add_argument("--rounds", type=int, default=rounds)
     p.add_argument("--save", type=Path, help="append the result, with the command and machine, to this JSON-lines file")
-    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    if loads:
+        p.add_argument("--child", choices=sorted(loads), help=argparse.SUPPRESS)
+    else:
+        p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return p
 
 

@@ -11,14 +11,12 @@ and ε = 0.05 (the training loop's usual case: one forward for the batch). A tra
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from _tree import rate_in  # this folder's helper (a script's folder is first on the import path)
+from _tree import ab_parser, append_result, rate_in  # this folder's helpers (its folder leads the import path)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,12 +47,9 @@ def child_rate(tree: Path, load: str, seconds: float) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--before", type=Path, help="a checkout of the tree before the checks (required)")
+    p = ab_parser(__doc__.split("\n")[0], rounds=5, before_help="a checkout of the tree before the checks (required)",
+                  loads=list(LOADS))
     p.add_argument("--seconds", type=float, default=3.0, help="timed seconds per round, side and load")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--save", type=Path, help="append the result, with the command and machine, to this JSON-lines file")
-    p.add_argument("--child", choices=sorted(LOADS), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         print(rate(LOADS[args.child], args.seconds))
@@ -66,21 +61,15 @@ def main() -> None:
         for load in LOADS:
             for side, tree in (("before", args.before), ("after", REPO)):
                 best[side, load] = max(best[side, load], child_rate(tree, load, args.seconds))
-    result = {"command": " ".join(["benchmarks/ab/ab_act_checks.py", *sys.argv[1:]]), "rounds": args.rounds,
-              "seconds": args.seconds}
+    row = {"rounds": args.rounds, "seconds": args.seconds}
     for load in LOADS:
         before, after = best["before", load], best["after", load]
-        result |= {f"before_act_{load}_per_s": round(before, 1), f"after_act_{load}_per_s": round(after, 1),
-                   f"cost_us_per_call_{load}": round((1 / after - 1 / before) * 1e6, 2),
-                   f"cost_percent_of_act_{load}": round((before / after - 1) * 100, 2)}
-    from dqn_course.lab.bench import environment_info
-
-    result["environment"] = environment_info()
-    line = json.dumps(result)
-    print(line)
+        row |= {f"before_act_{load}_per_s": round(before, 1), f"after_act_{load}_per_s": round(after, 1),
+                f"cost_us_per_call_{load}": round((1 / after - 1 / before) * 1e6, 2),
+                f"cost_percent_of_act_{load}": round((before / after - 1) * 100, 2)}
+    print(json.dumps(row))
     if args.save:
-        with open(args.save, "a") as f:
-            f.write(line + "\n")
+        append_result(args.save, "benchmarks/ab/ab_act_checks.py", row)
 
 
 if __name__ == "__main__":
