@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: setup lab test lint unit floors notebooks colab-cells execute train train-quick train-cpu figures readme bench bench-gpu gpu-check clean
+.PHONY: setup lab test lint unit floors notebooks colab-cells execute train train-quick train-cpu figures readme bench bench-gpu gpu-check site site-check clean
 
 setup: $(VENV)/.installed
 
@@ -99,5 +99,21 @@ bench-gpu: setup
 	$(PY) benchmarks/throughput.py --device cuda --num-envs 8,16,32 --save data/bench/throughput-gpu.json
 	$(PY) benchmarks/throughput.py --device cuda --num-envs 16 --window 20000 --profile data/bench/throughput-gpu-profile.txt
 
+# The course as a website, into build/site/html (git-ignored): README as the landing page, a page per notebook with
+# its committed outputs (nothing runs), the recorded runs' and benchmarks' READMEs, the API from the docstrings
+# (site/build.py says how). Installs the `site` extra (Sphinx, myst-nb, the book theme, Playwright) on first use.
+# tests/test_site.py checks the HTML of the last build; `make site-check` opens it in headless Chromium (Debian's
+# `chromium` package; it says what to install when it is missing).
+SITE_DEPS := $(VENV)/.site-installed
+$(SITE_DEPS): $(VENV)/.installed
+	$(PIP) install -e ".[all,site]"
+	touch $@
+
+site: $(SITE_DEPS)
+	$(PY) site/build.py
+
+site-check: $(SITE_DEPS)
+	$(PY) site/check_browser.py
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache .hypothesis
+	rm -rf $(VENV) runs .pytest_cache .hypothesis build

@@ -33,7 +33,7 @@ def test_conda_and_pip_install_the_same_requirements():
     extras = project["optional-dependencies"]
     from_pyproject = {normalise(r) for r in project["dependencies"]}
     for name, reqs in extras.items():
-        if name != "all":
+        if name not in ("all", "site"):  # site: the website's tools, which the conda environment leaves out
             from_pyproject |= {normalise(r) for r in reqs}
     pip_list = conda_pip_list()
     assert "-e ." in pip_list, "environment.yml should install the course package itself"
@@ -50,7 +50,8 @@ def test_floors_are_the_lower_bounds_of_pyproject():
     development tools excepted)."""
     project = pyproject()["project"]
     extras = project["optional-dependencies"]
-    reqs = project["dependencies"] + [r for name, rs in extras.items() if name not in ("all", "dev", "lab") for r in rs]
+    tools = ("all", "dev", "lab", "site")
+    reqs = project["dependencies"] + [r for name, rs in extras.items() if name not in tools for r in rs]
     bounds = {m.group(1): m.group(2) for r in reqs if (m := re.match(r"([A-Za-z0-9_.-]+)\s*>=\s*([\d.]+)", r))}
     lines = (ROOT / "tests" / "floors.txt").read_text().splitlines()
     pins = dict(line.split("==") for line in lines if line and not line.startswith("#"))
@@ -64,7 +65,7 @@ def test_all_extra_pulls_in_every_other_extra():
     (spec,) = extras["all"]
     m = re.fullmatch(r"(.+)\[(.+)\]", normalise(spec))
     assert m and m.group(1) == project["name"], spec
-    assert set(m.group(2).split(",")) == set(extras) - {"all"}
+    assert set(m.group(2).split(",")) == set(extras) - {"all", "site"}  # site: make site installs it
 
 
 def test_python_version_agrees():

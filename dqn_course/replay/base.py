@@ -41,7 +41,7 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def check_obs_shape(obs_shape) -> tuple[int, ...]:
-    """``obs_shape`` as a tuple: (stack, *frame_shape), at least two positive whole numbers; else ``ValueError``."""
+    """``obs_shape`` as a tuple: ``(stack, *frame_shape)``, at least two positive whole numbers; else ``ValueError``."""
     if isinstance(obs_shape, (str, bytes)) or not isinstance(obs_shape, (tuple, list, np.ndarray)):
         raise ValueError(f"obs_shape must be a tuple (stack, *frame_shape) such as (4, 84, 84), got {obs_shape!r}")
     if any(isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) for d in obs_shape):
