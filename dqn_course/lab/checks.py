@@ -401,23 +401,33 @@ QUESTIONS = {
                              {"a": "the push is bounded only beyond the threshold: where is 5 now?",
                               "c": "the Huber loss never drops an error: inside the threshold it is the squared "
                                    "error"}),
-    "06b.fresh_process": ("a", "memory freed earlier is often kept by the allocator and reused, hiding growth",
-                          {"b": "RSS counts every page a process uses, whatever its dtype",
-                           "c": "RSS can be read any time; what matters is what was allocated before"}),
-    "06b.fill_every_slot": ("b", "np.zeros pages cost no RSS until written: the ring grows to its full size as it "
-                                 "fills, then overwrites its oldest slots",
-                            {"a": "np.zeros hands out address space; each page costs RSS when it is first written",
-                             "c": "a ring overwrites its oldest slots: it never holds more than its capacity"}),
+    "06b.fresh_process": ("a", "the allocator keeps the pages Pong's ring freed and hands them to the next ring, "
+                               "so the next fill costs no new RSS: one fresh process per measurement, as the ladder "
+                               "does",
+                          {"b": "a page costs RSS once it is written, whatever bytes are written into it: black pixels "
+                                "are bytes like any other (section 1's rings write every slot)",
+                           "c": "RSS can be read at any moment; what matters is what the process freed before each "
+                                "fill (the notebook's How)"}),
+    "06b.fill_every_slot": ("b", "np.zeros pages cost no RSS until written: the ring grows page by page over its first "
+                                 "2M steps, to 2,000,000 x (9,216 + 16) bytes, about 18.5 GB, then overwrites its "
+                                 "oldest slots",
+                            {"a": "np.zeros hands out address space; each page costs RSS when it is first written "
+                                  "(the notebook's How)",
+                             "c": "a ring overwrites its oldest slots: it never holds more than its capacity, "
+                                  "however long the run"}),
     "07b.lost_runtime": ("b", "the next session resumes from the newest state file and plays the steps after it "
-                              "again: at most one save interval, whatever the session's length",
-                         {"a": "a runtime that ends takes the training process with it: no signal, no save "
-                               "(--time-limit is how the run saves first)",
-                          "c": "any state file on Drive is a starting point, clean stop or not (09b resumed a run "
-                               "killed with SIGKILL)"}),
-    "07b.fast_state": ("c", "a run writes its new state before it deletes the oldest: three files at once, about "
-                            "21 GB of raw frames",
-                       {"a": "the new state is written first, so that a failed write never costs the last good one",
-                        "b": "the files' size is set by how the frames are stored, not by the device"}),
+                              "again: at most one save interval, counted in steps whatever the GPU; a GPU twice as "
+                              "fast plays those steps again in half the time",
+                         {"a": "a save comes every 100,000 steps at any speed: how far past the newest one can a run "
+                               "be when its runtime ends? (section 3)",
+                          "c": "a runtime ends at any moment, not at a save: no signal, no save (section 3; "
+                               "--time-limit is how a run saves first)"}),
+    "07b.fast_state": ("c", "a run writes its new state before it deletes the oldest: three files at once, "
+                            "3 x (1,000,000 x (9,216 + 16) bytes + 27.0 MB), about 27.8 GB",
+                       {"a": "the new state is written first, so that a failed write never costs the last good one: "
+                             "count the files on Drive while a save is under way (section 2)",
+                        "b": "the oldest file goes only once the new one is whole (section 2): a save needs room for "
+                             "one more file than the run keeps"}),
     "07.eps_start": ("c", "at step 0 the schedule gives ε = 1 again: the agent acts at random until ε has fallen",
                      {"a": "the memory keeps the past, but every new transition comes from the actions ε picks",
                       "b": "ε picks the actions; the TD target holds no ε"}),
