@@ -461,6 +461,23 @@ def train_loop_body(root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
+def hot_checks_body(root: Path = ROOT) -> str:
+    """The hot paths' checks A/B (``data/bench/hot-checks-ab.jsonl``, one row per run of
+    ``benchmarks/ab/ab_hot_checks.py``): µs per call with and without the checks, and their share of a step."""
+    path = root / "data" / "bench" / "hot-checks-ab.jsonl"
+    runs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    paths = ("act", "add_batch", "sample", "update_priorities")
+    lines = ["| run | machine | " + " | ".join(f"`{p}`: µs with / without (checks)" for p in paths)
+             + " | checks per step | step (train) | share of a step |", "|---|---|" + "---:|" * (len(paths) + 3)]
+    for i, r in enumerate(runs, 1):
+        cells = [f"{1e6 / r[f'{p}_per_s_with']:.1f} / {1e6 / r[f'{p}_per_s_without']:.1f} ({r[f'{p}_check_us']:+.1f})"
+                 for p in paths]
+        lines.append(f"| {i}: {r['rounds']} rounds, {r['seconds']:g} s per path, train_every {r['train_every']} | "
+                     f"{_machine(r['environment'])} | " + " | ".join(cells) + f" | {r['checks_us_per_step']:.1f} µs | "
+                     f"{r['step_us']:,.0f} µs | {r['checks_percent_of_step']:.2f}% |")
+    return "\n".join(lines)
+
+
 def update_capture_body(root: Path = ROOT) -> str:
     """Updates/s of the update launched several ways, and the host's planning time per update, from each
     ``data/bench/update-capture*.json`` (``benchmarks/update_capture.py --save``)."""
@@ -577,6 +594,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "million": million_body, "per": per_body, "throughput": throughput_body, "ray-scaling": ray_scaling_body,
     "update-stats": update_stats_body, "train-loop": train_loop_body, "replay-state": replay_state_body,
     "update-capture": update_capture_body, "plan": plan_body, "capstone-loop": capstone_loop_body,
+    "hot-checks": hot_checks_body,
 }
 # Which document holds which blocks. README shows what the notebooks measured (their summary lines) and nothing that
 # a notebook measures again; the benchmark scripts' own runs (larger workloads, their own machine and date) are
@@ -585,7 +603,7 @@ DOCUMENTS: dict[str, tuple[str, ...]] = {
     "README.md": ("modules", "curriculum", "guard"),
     "benchmarks/README.md": ("ladder", "sampling", "sampling-capacity", "storage", "million", "per", "throughput",
                              "ray-scaling", "update-stats", "train-loop", "replay-state", "update-capture", "plan",
-                             "capstone-loop"),
+                             "capstone-loop", "hot-checks"),
 }
 
 

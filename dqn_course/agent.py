@@ -136,14 +136,10 @@ class DQNAgent:
         fully random step costs no forward at all; on a GPU the states go up through a pinned buffer and
         only the N greedy actions come back.
         """
-        check_arg("epsilon", epsilon, low=0, high=1)
         states = np.asarray(states)
         if states.ndim == 3:
             states = states[None]
-        if states.dtype != np.uint8 or states.shape[1:] != self.obs_shape or not states.shape[0]:
-            raise ValueError(f"states must be uint8 frame stacks of shape {self.obs_shape} (or a batch of them, "
-                             f"(N, *{self.obs_shape}) with N >= 1), as the env returns them; got "
-                             f"{states.dtype}{list(states.shape)}")
+        self._check_act(states, epsilon)
         n = states.shape[0]
         explore = self.rng.random(n) < epsilon
         actions = self.rng.integers(0, self.n_actions, size=n)
@@ -151,6 +147,15 @@ class DQNAgent:
             q = self.q(self._upload(states)[0])
             actions = np.where(explore, actions, q.argmax(1).cpu().numpy())
         return actions
+
+    def _check_act(self, states: np.ndarray, epsilon: float) -> None:
+        """``act``'s input check: ``ValueError`` unless ``epsilon`` is in [0, 1] and ``states`` a batch of uint8
+        stacks of this agent's shape."""
+        check_arg("epsilon", epsilon, low=0, high=1)
+        if states.dtype != np.uint8 or states.shape[1:] != self.obs_shape or not states.shape[0]:
+            raise ValueError(f"states must be uint8 frame stacks of shape {self.obs_shape} (or a batch of them, "
+                             f"(N, *{self.obs_shape}) with N >= 1), as the env returns them; got "
+                             f"{states.dtype}{list(states.shape)}")
 
     # -- targets ----------------------------------------------------------------------------------
     def batched_targets(self, t: dict[str, torch.Tensor], targets: Callable[..., torch.Tensor] | None = None

@@ -259,6 +259,15 @@ class PrioritizedMemory:
         out (its batch's ``indices``), one finite TD error each; a leaf whose slot was overwritten since keeps
         priority 0. Refuses (``ValueError``, nothing changed) other indices, other lengths, non-finite errors."""
         indices, td_errors = np.asarray(indices), np.asarray(td_errors)
+        self._check_update(indices, td_errors)
+        priorities = np.abs(td_errors.astype(np.float64)) + self.eps
+        self.max_priority = max(self.max_priority, float(priorities.max(initial=0.0)))
+        still_valid = self._live[indices]  # a slot overwritten since it was sampled keeps priority 0
+        self.tree.update(indices[still_valid], priorities[still_valid] ** self.alpha)
+
+    def _check_update(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
+        """``update_priorities``' check (``ValueError``): 1-D integer leaves that a ``sample`` handed out, one
+        finite TD error each."""
         if indices.ndim != 1 or indices.dtype.kind not in "iu":
             raise ValueError(f"indices must be a 1-D array of integers (a sampled batch's indices), got "
                              f"{indices.dtype}{list(indices.shape)}")
@@ -271,10 +280,6 @@ class PrioritizedMemory:
         if ((indices < 0) | (indices >= self.tree.capacity)).any() or not self._sampled[indices].all():
             raise ValueError(f"indices must be leaves a sample() handed out (in [0, {self.tree.capacity})); got "
                              f"some that no batch returned: pass the batch's own indices")
-        priorities = np.abs(td_errors.astype(np.float64)) + self.eps
-        self.max_priority = max(self.max_priority, float(priorities.max(initial=0.0)))
-        still_valid = self._live[indices]  # a slot overwritten since it was sampled keeps priority 0
-        self.tree.update(indices[still_valid], priorities[still_valid] ** self.alpha)
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Everything a resumed run needs, as flat numpy arrays: leaf priorities, max priority, the RNG.

@@ -87,21 +87,26 @@ class MultiStreamMemory(ReplayMemory):
         Every argument holds exactly one entry per stream (env), ``mask`` is None or that many bools; a
         refused transition (see ``FrameSharingMemory.add``) stops the batch there, with the envs before it stored.
         """
+        if mask is not None:
+            mask = np.asarray(mask)
+        self._check_add_batch(states, actions, rewards, next_states, dones, episode_ends, mask)
+        with self.streams[0].frames.deferred():  # one transfer of all new frames (device bank), at the end
+            for i, stream in enumerate(self.streams):
+                if mask is None or mask[i]:
+                    stream.add(states[i], actions[i], rewards[i], next_states[i], dones[i], episode_ends[i])
+                    self.added += 1
+
+    def _check_add_batch(self, states, actions, rewards, next_states, dones, episode_ends, mask) -> None:
+        """``add_batch``'s own check (``ValueError``): one entry per stream in each argument, ``mask`` None or that
+        many bools. Each transition is checked again by its stream's ``add``."""
         n = len(self.streams)
         for name, values in (("states", states), ("actions", actions), ("rewards", rewards),
                              ("next_states", next_states), ("dones", dones), ("episode_ends", episode_ends)):
             if len(values) != n:
                 raise ValueError(f"{name} has {len(values)} entries, this memory has {n} streams (one per env): "
                                  f"pass one entry per env, mask=False for the envs to skip")
-        if mask is not None:
-            mask = np.asarray(mask)
-            if mask.shape != (n,) or mask.dtype != np.bool_:
-                raise ValueError(f"mask must be None or {n} bools (one per stream), got {mask.dtype}{list(mask.shape)}")
-        with self.streams[0].frames.deferred():  # one transfer of all new frames (device bank), at the end
-            for i, stream in enumerate(self.streams):
-                if mask is None or mask[i]:
-                    stream.add(states[i], actions[i], rewards[i], next_states[i], dones[i], episode_ends[i])
-                    self.added += 1
+        if mask is not None and (mask.shape != (n,) or mask.dtype != np.bool_):
+            raise ValueError(f"mask must be None or {n} bools (one per stream), got {mask.dtype}{list(mask.shape)}")
 
     def watch_validity(self, listener: ValidityListener) -> None:
         """``listener(slots, now_valid)`` on validity flips of any stream, slots numbered ``stream * C + slot``."""
