@@ -3,13 +3,15 @@ page, no internal link or image is broken, no solution's code shows outside a fo
 notebook is an image on its page, and the Colab links open this repository's notebooks.
 
 These tests read the last build and are skipped when there is none, or when the notebooks, READMEs or package
-changed since (``make site`` again); CI (``.ci/run``) builds the site before ``make test``. Each check is a function
+changed since (``make site`` again); CI (``.ci/run``) builds the site before ``make test`` and sets
+``DQN_COURSE_SITE_REQUIRED=1``, which turns those skips into failures. Each check is a function
 that returns what it found wrong, also run on a planted breach so that it is seen to fail.
 """
 from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import sys
 from html.parser import HTMLParser
@@ -27,11 +29,12 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 def built() -> None:
-    """Skip unless the site was built from what is checked out now."""
+    """Skip (fail where DQN_COURSE_SITE_REQUIRED=1, as in CI) unless the site was built from what is checked out."""
+    miss = pytest.fail if os.environ.get("DQN_COURSE_SITE_REQUIRED") == "1" else pytest.skip
     if not site_build.STAMP.exists():
-        pytest.skip("no website built: `make site` builds it (CI does, before make test)")
+        miss("no website built: `make site` builds it (CI does, before make test)")
     if json.loads(site_build.STAMP.read_text())["sources"] != site_build.sources_hash():
-        pytest.skip("the website was built from other notebooks, READMEs or code: `make site` again")
+        miss("the website was built from other notebooks, READMEs or code: `make site` again")
 
 
 class Page(HTMLParser):
