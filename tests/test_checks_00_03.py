@@ -39,7 +39,7 @@ def test_raw_transition_bytes_none(capsys):
 def test_notebook_00_solution_cell_passes_its_check():
     """The solution cell is committed without outputs and skipped by nbval; it runs here instead."""
     out = run_solutions("00_setup", {"checks": checks, "screen": raw_frames(1, seed=0)[0]})
-    assert out.count("✓") == 1 and "806,400" in out
+    assert out.count("✓") == 2 and "806,400" in out  # the exercise and the Pong question
 
 
 # --- notebook 02 ----------------------------------------------------------------------------------
@@ -85,7 +85,7 @@ def test_preprocess_wrong(name):
 
 
 def test_preprocess_hints_name_the_mistake():
-    for name, words in [("BGR", "red the weight that belongs to blue"), ("INTER_LINEAR", "INTER_AREA"),
+    for name, words in [("BGR", "red the weight that belongs to blue"), ("INTER_LINEAR", "area averaging"),
                         ("transposed", "transposed"), ("channel mean", "luminance"), ("float64 output", "uint8"),
                         ("blog [::2, ::2]", "resize")]:
         with pytest.raises(AssertionError, match=words):

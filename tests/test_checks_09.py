@@ -71,6 +71,16 @@ def test_kill_resume_timeline_draws():
     assert fig.axes[0].get_xlabel() == "agent step"
 
 
+def test_compressed_slot_draws_the_overheads_it_is_given():
+    from dqn_course.lab.pictures_late import draw_compressed_slot
+
+    o = checks._slot_overheads()
+    fig = draw_compressed_slot({"actions": 1, "ids": o["bookkeeping"] - 1}, o["list_slot"], o["bytes_header"])
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert f"header\n{o['bytes_header']} B" in texts and f"pointer\n{o['list_slot']} B" in texts
+    assert any(t.endswith(f"{o['bookkeeping']} B") for t in texts)
+
+
 # -- can a cold read be measured? (notebook 09's honest "disk cold" line) ---------------------------------
 
 

@@ -124,14 +124,14 @@ def solution_lines_shown(notebook: Path, p: Page) -> list[str]:
     """Lines of the notebook's solution cells (those with a few words of code, and not also in a cell for the
     learner, such as the call of the exercise's check) that the page shows unfolded."""
     shown = " ".join(p.shown_text.split())
-    solution, elsewhere = set(), set()
+    solution, elsewhere = set(), []
     for c in cells(notebook):
-        lines = {" ".join(line.split()) for line in source(c).splitlines()}
         if "solution" in c["metadata"].get("tags", []):
-            solution |= lines
-        else:  # a learner's cell may carry a line as a comment to uncomment (``# def f(...):``)
-            elsewhere |= lines | {line.lstrip("# ") for line in lines}
-    return sorted(line for line in solution - elsewhere if len(line) >= 25 and line in shown)
+            solution |= {" ".join(line.split()) for line in source(c).splitlines()}
+        else:  # the page's own text and cells, where a line may stand in prose or as a comment to uncomment
+            elsewhere.append(" ".join(source(c).split()))
+    page = " ".join(elsewhere)
+    return sorted(line for line in solution if len(line) >= 25 and line in shown and line not in page)
 
 
 def image_outputs(notebook: Path) -> int:

@@ -199,18 +199,20 @@ def _preprocess_hint(out, frame) -> str:
     gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
     area = cv2.INTER_AREA
     if close(cv2.resize(gray, (84, 84), interpolation=area).T):
-        return "the frame comes out transposed (cv2.resize takes (width, height); don't swap axes)"
+        return ("the frame comes out transposed, its rows and columns swapped: keep the screen's axes as they are, "
+                "rows first")
     if close(cv2.resize(cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY), (84, 84), interpolation=area)):
-        return ("the screen is RGB, not BGR: a BGR conversion gives red the weight that belongs to blue (section 1, "
-                "*One moment, three pictures*, says how gray weighs the channels)")
+        return ("the screen is RGB, not BGR: a BGR conversion gives red the weight that belongs to blue (section 4, "
+                "*The preprocessing, by hand*, gives the luminance weights)")
     if close(cv2.resize(frame.mean(axis=2).astype(np.uint8), (84, 84), interpolation=area)):
         return ("a plain mean of R, G and B is not luminance: gray weighs the channels as the eye does, green "
-                "most (section 1, *One moment, three pictures*), and OpenCV's RGB-to-gray conversion does that")
-    for name in ("INTER_LINEAR", "INTER_NEAREST", "INTER_CUBIC"):
+                "most (section 4, *The preprocessing, by hand*, gives the weights)")
+    for name, how in (("INTER_LINEAR", "bilinear"), ("INTER_NEAREST", "nearest-neighbour"),
+                      ("INTER_CUBIC", "bicubic")):
         if close(cv2.resize(gray, (84, 84), interpolation=getattr(cv2, name))):
-            return (f"that is cv2.{name}: this resize samples pixels, and thin bricks or the ball can fall between "
-                    "them; the resize to use averages every input pixel an output pixel covers (OpenCV's INTER_AREA "
-                    "mode; section 4, *The preprocessing, by hand*)")
+            return (f"that is a {how} resize: it samples a few input pixels per output pixel, and thin bricks or the "
+                    "ball can fall between them; the resize to use is area averaging, each output pixel the mean "
+                    "of all the input pixels it covers (section 4, *The preprocessing, by hand*)")
     return ("the whole screen, converted to gray, then shrunk to 84 x 84 by averaging the pixels each output pixel "
             "covers, without cropping (section 4, *The preprocessing, by hand*)")
 
@@ -239,7 +241,8 @@ def check_preprocess(preprocess) -> bool | None:
                 hint = ("that is every second row and column of 210x160: shrink the whole gray screen to 84 x 84 "
                         "with an area-averaging resize instead (section 4, *The preprocessing, by hand*)")
             elif out.shape[-1:] == (3,):
-                hint = "the frame is still in colour: it should be gray, one value per pixel (section 1)"
+                hint = ("the frame is still in colour: it should be luminance gray, one value per pixel (section 4, "
+                        "*The preprocessing, by hand*)")
             else:
                 hint = "the gray screen should be shrunk to 84 x 84 as a whole (section 4, *The preprocessing*)"
             raise AssertionError(f"preprocess returned shape {out.shape}, expected (84, 84): {hint}.")
@@ -319,6 +322,15 @@ PAIR_HINT = "a max along an axis gives a pair (values, indices): the values are 
 
 # Each question: (right letter, why it is right, {wrong letter: hint}). Notebook, then a short name.
 QUESTIONS = {
+    "00.pong_done": ("b", "a game that someone won is over: nothing follows its last transition, so done is 1 there; "
+                          "a time limit stops the clock on a state that still had a future, so that transition is "
+                          "not done and its target keeps γ · max Q_target; a lost point is no lost life (Pong has "
+                          "none), so it ends nothing",
+                     {"a": "a cut by the clock is a truncation: the state still had a future, only the clock stopped "
+                           "the game (section 6, *DQN in one page*, the time-limit case)",
+                      "c": "Pong has no lives: after a lost point play goes on with the next serve, and only the end "
+                           "of a game or a lost life counts as done (section 6, *DQN in one page*, the two Breakout "
+                           "cases)"}),
     "01.killed_scaling": ("b", "the baseline is in RAM on either machine, paid once: all the added RAM goes to "
                                "transitions, so the process lives twice your steps plus the baseline's worth of "
                                "steps (the baseline over the bytes per step)",
@@ -326,12 +338,14 @@ QUESTIONS = {
                                 "baseline (section 3), on either machine",
                            "c": "each step adds the same bytes, but there is twice the RAM for them to fill: the "
                                 "step is where baseline plus growth reaches the RAM available (section 3)"}),
-    "01b.which_tool_sees": ("b", "torch allocates a tensor's bytes with its own allocator, which tracemalloc does "
-                                 "not watch (section 2's torch line); RSS sees every page the tensor fills",
-                            {"a": "NumPy's data buffers do show in tracemalloc (section 2): what differs is who "
-                                  "allocates the bytes",
-                             "c": "tracemalloc counts what is allocated and still held, whatever memory the "
-                                  "allocator reuses (section 1 saw the same count in every round)"}),
+    "01b.which_tool_sees": ("b", "an np.memmap's bytes are a file the OS maps into the process, not a buffer from "
+                                 "NumPy's allocator, the one that reports to tracemalloc (section 2); RSS counts the "
+                                 "mapped pages while they sit in RAM",
+                            {"a": "NumPy's data buffers do show in tracemalloc (section 2, the np.ones line): what "
+                                  "differs here is who provides the bytes",
+                             "c": "written pages of a mapped file stay in RAM, in the OS's page cache, until it needs "
+                                  "the room, and RSS counts them; tracemalloc would miss them even there: who "
+                                  "provides those bytes? (section 2)"}),
     "02.view_keeps_base": ("b", "the slice is a view into the whole 250 × 160 uint8 gray array that the cast "
                                 "made, so 250 × 160 = 40,000 bytes stay alive per stored frame, 4x the view's "
                                 "own nbytes of 125 × 80 = 10,000",
@@ -339,82 +353,126 @@ QUESTIONS = {
                                  "(section 2, Trap 2)?",
                             "c": "the mean made a new gray array, and the cast another: the colour screen is not "
                                  "what the slice looks into (section 2, Trap 2)"}),
-    "03.where_to_scale": ("b", "the memory keeps 1 byte per pixel and the network converts each batch itself",
-                          {"a": "float32 in the memory costs 4 bytes per pixel for a million transitions "
-                                 "(section 3, *Scale on the device, at learn time*)",
-                           "c": "float16 still costs 2 bytes per pixel and buys nothing: the network converts "
-                                "(section 5, *float16: precise enough, still twice uint8*)"}),
+    "03.where_to_scale": ("b", "10,001 depths need more than a byte: uint16 keeps each one exactly in 2 bytes and the "
+                               "network scales each batch; a cast to uint8 keeps each depth modulo 256, and float16, "
+                               "2 bytes as well, rounds neighbouring depths near 10,000 mm onto the same value",
+                          {"a": "a uint8 holds 0 to 255: what is left of a depth of 1,000 mm once it is cast? "
+                                "(section 4, *Back into uint8: truncation and wrap-around*)",
+                           "c": "section 5, *float16: precise enough, still twice uint8*, kept 256 levels apart; "
+                                "here 10,001 levels share the range from 0 to 1: compare their spacing with "
+                                "float16's rounding near 1"}),
     "03.mean_dtype": ("c", "dividing integer arrays gives float64, 8 bytes a pixel, eight times the frames (and "
-                           "a + b wraps around at 256 before the division: section 4)",
+                           "a + b wraps around at 256 before the division: section 4, *Back into uint8: truncation "
+                           "and wrap-around*)",
                       {"a": "the division made floats: which float does NumPy pick for integer arrays? "
                              "(section 4, *The float64 trap*)",
                        "b": "NumPy picks float64, not float32, for integer arrays unless told otherwise (section 4, "
                             "*The float64 trap*)"}),
-    "03.uint8_assign": ("a", "uint8 arithmetic wraps around modulo 256: 100 - 200 = -100 is stored as 156; "
-                             "convert to a signed or float dtype before subtracting",
-                        {"b": "a uint8 array has no room for -100: what did section 4, *The float64 trap*, "
-                               "show 200 + 100 giving?",
-                         "c": "NumPy does not clip integer arithmetic: section 4, *The float64 trap*, shows what "
-                              "200 + 100 gives"}),
-    "04.frames_per_transition": ("c", "the ring keeps each frame once, one new frame per step, whatever the stack's "
-                                      "length or the frame's size",
-                                 {"a": "that is s and s' stored as two stacks each, the layout the ring replaces",
-                                  "b": "that is one whole stack per transition: the folded state, not frame sharing"}),
-    "04.episode_end": ("b", "padding restarts where the frame stream restarts: episode_end, not done",
-                       {"a": "after a lost life the frames go on: no padding",
-                        "c": "a truncated episode has done=False, yet the stream restarts"}),
-    "04.write_head": ("a", "the transitions whose state or next state reads the overwritten frame",
-                      {"b": "the ones after it whose stacks look back through that slot go too",
-                       "c": "only transitions that read the overwritten frame are affected"}),
-    "05.deque_walk": ("b", "deque[i] walks 64-item blocks from the nearer end, so a draw costs time growing with N",
-                      {"a": "choosing 32 positions costs the same whatever the capacity; reaching them does not",
-                       "c": "np.stack copies 32 arrays whatever the capacity: that part stays flat"}),
-    "05.overhead_matters": ("c", "the Python objects per row stay the same size while the pixels shrink",
-                            {"a": "at 28,224 bytes of pixels a few hundred bytes are about 1%",
-                             "b": "the objects per row do not depend on the frame size"}),
-    "05.prefault": ("a", "np.zeros only reserves address space; pages arrive as they are written",
-                    {"b": "the ring's size is fixed at construction", "c": "nothing is freed while filling"}),
-    "06.why_batched_faster": ("b", "the fixed price per framework call is paid once per batch, so the larger the "
-                                   "batch the less of it each target carries",
-                              {"a": "the arithmetic per target is the same; what is shared is the price of the call",
-                               "c": "a larger batch takes longer in all, but each target's share of the call is "
-                                    "smaller"}),
+    "03.uint8_wrap": ("a", "uint8 arithmetic wraps around modulo 256: 100 - 200 = -100 is stored as 156; "
+                           "convert to a signed or float dtype before subtracting",
+                      {"b": "a uint8 array has no room for -100: what did section 4, *Back into uint8: truncation "
+                            "and wrap-around*, show 200 + 100 giving?",
+                       "c": "NumPy does not clip integer arithmetic: section 4, *Back into uint8: truncation and "
+                            "wrap-around*, shows what 200 + 100 gives"}),
+    "04.frames_per_transition": ("a", "the ring keeps each frame once, one new frame per step, whatever the stack's "
+                                      "length or the frame's size (plus one slot per episode)",
+                                 {"b": "that is one 5-frame stack per transition, the next-state-shared layout; a "
+                                       "frame-sharing ring rebuilds every stack by index (section 2, *Building a "
+                                       "stack by index*)",
+                                  "c": "that is s and s' stored as two stacks each, the layout the ring replaces "
+                                       "(section 1, *The same transitions in three memories*)"}),
+    "04.episode_end": ("c", "the flag passed as episode_end is True at the cut, so padding restarts where it should; "
+                            "the same flag as done makes the cut transition terminal: its target drops a future it "
+                            "had (section 5's table: only done decides bootstrapping)",
+                       {"a": "the memory refuses a stream that restarts while it was told the episode goes on; here "
+                             "the flag it reads as episode_end is True at the cut (section 5, *Losing a life is not "
+                             "the end of an episode*)",
+                        "b": "padding reads episode_end, and the flag passed there is True at the cut: the next game "
+                             "starts padded (section 3, *Episode starts: padding*)"}),
+    "04.write_head": ("b", "the newest slot starts no transition yet (its next-state frame is not written), and the "
+                           "seven slots after the head lost a frame of their 8-frame states to earlier writes: "
+                           "1,000 - 1 - 7",
+                      {"a": "the oldest transitions' states reach 7 slots back, into slots the head has already "
+                            "overwritten (section 4, *The write head*)",
+                       "c": "the newest slot starts no transition until its next-state frame is written (section 4, "
+                            "*The write head*)"}),
+    "05.deque_walk": ("b", "at a million rows the time goes into reaching the rows, not choosing them: deque[i] walks "
+                           "64-item blocks from the nearer end, whoever picked i",
+                      {"a": "choosing 32 positions costs little at any capacity; the part that grows with N is "
+                            "reaching each row (the opening *Why*, and section 2, *Slow: sampling time against "
+                            "capacity*)",
+                       "c": "a fancy index needs the rows in one array; a deque's rows sit in linked blocks, reached "
+                            "one index at a time (the opening *Why*, and section 2, *Slow: sampling time against "
+                            "capacity*)"}),
+    "05.overhead_matters": ("c", "the Python objects per row stay the same size while the data shrinks: next to 128 "
+                                 "bytes, a few hundred bytes of objects are most of the memory",
+                            {"a": "the list, the float, the int and the array header are the same objects whatever "
+                                  "the array holds (section 1, *Fat: what one deque row costs besides pixels*)",
+                             "b": "the objects per row do not grow with the data: follow the deque's column from the "
+                                  "stack to the compressed frame (section 1, *Fat: what one deque row costs besides "
+                                  "pixels*)"}),
+    "05.prefault": ("b", "a page costs RSS when it is first written, whatever is written: filling in the ones writes "
+                         "every page at construction, as prefault does, while np.zeros leaves them unwritten until "
+                         "frames arrive",
+                    {"a": "RSS counts pages written, not frames stored: what must np.ones do to every byte before it "
+                          "returns? (section 3, *Fitting at the start is not fitting at the end*)",
+                     "c": "the guard only compares sizes, and np.zeros pages arrive as they are first written: see "
+                          "the lazy line in section 3, *Fitting at the start is not fitting at the end*"}),
+    "06.why_batched_faster": ("b", "on a GPU the fixed price of a call is nearly all its cost (section 5), and one "
+                                   "batched call pays it once for all its targets: 128 share it instead of 32, so "
+                                   "each carries about a quarter. On a CPU the arithmetic is a real part of the cost, "
+                                   "so section 2's plot can show a smaller gain, or none",
+                              {"a": "on a GPU the arithmetic of a small pass is nearly free (section 5): what is left "
+                                    "of a call's cost, and how many targets share it?",
+                               "c": "four times the arithmetic is still microseconds on a GPU (section 5): what "
+                                    "dominates a call there, and how many targets share it?"}),
     "06.double_lower": ("a", "the maximum of more noisy estimates lands higher: with 18 errors to pick from, the "
                              "largest is larger (section 3's simulation with 18 columns would show it)",
-                        {"b": "the max picks the luckiest error: the more there are, the luckier the pick",
-                         "c": "a maximum does not average: it picks the largest error"}),
+                        {"b": "the max picks the luckiest error: the more errors there are to pick from, the luckier "
+                              "the pick (section 3, *Overestimation and Double DQN*)",
+                         "c": "a maximum does not average: it picks the largest error (section 3, *Overestimation "
+                              "and Double DQN*)"}),
     "06.gpu_gain": ("c", "faster arithmetic leaves the fixed price per call as a larger share: the loop pays it 32 "
                          "times, the batched pass once (the same reason a GPU should widen the gap, section 5)",
-                    {"a": "the calls' fixed price does not shrink with the arithmetic, and the loop pays it 32 times",
-                     "b": "the arithmetic is the same, but the loop also pays the fixed price 32 times"}),
+                    {"a": "the loop's extra time is not extra arithmetic, both ways do the same: it is the fixed price "
+                          "of 32 calls, which faster arithmetic does not touch (the *Why* at the top, section 5)",
+                     "b": "the arithmetic is the same both ways, but the fixed price per call is not: which share of "
+                          "each way's time shrinks? (the *Why* at the top, section 5)"}),
     "06.truncation_bootstraps": ("c", "a clock stopped the episode, not the agent: marked done, a state with a "
                                       "future is taught it has none, and nothing in it says why (*Why (1 − done)*)",
-                                 {"a": "done removes the bootstrap; a time limit should keep it: the state could "
-                                       "have gone on",
-                                  "b": "the target knows nothing of poles: it only drops the next state's value"}),
+                                 {"a": "done removes the bootstrap; a time limit should keep it, since the state "
+                                       "could have gone on (*Why (1 − done)*)",
+                                  "b": "the target knows nothing of poles: it only drops the next state's value "
+                                       "(*Why (1 − done)*)"}),
     "06.target_network": ("a", "a target copied after every update moves with every update: the network chases a "
                                "moving target again",
-                          {"b": "a copy is cheap; what matters is whether the targets stay put between updates",
-                           "c": "the target still adds the discounted value of the next state, from the copy"}),
+                          {"b": "a copy is cheap; what matters is whether the targets stay put between updates "
+                                "(*Why a target network*)",
+                           "c": "the target still adds the discounted value of the next state, read from the copy "
+                                "(*Why a target network*)"}),
     "06.huber_large_error": ("b", "inside the threshold the Huber loss is the squared error, whose gradient is e: "
                                   "with 10, an error of 5 pushes with 5, not 1",
-                             {"a": "the push is bounded only beyond the threshold: where is 5 now?",
+                             {"a": "the push is bounded only beyond the threshold (section 4, *The Huber loss*, step "
+                                   "2): where is 5 now?",
                               "c": "the Huber loss never drops an error: inside the threshold it is the squared "
-                                   "error"}),
-    "06b.fresh_process": ("a", "the allocator keeps the pages Pong's ring freed and hands them to the next ring, "
-                               "so the next fill costs no new RSS: one fresh process per measurement, as the ladder "
-                               "does",
-                          {"b": "a page costs RSS once it is written, whatever bytes are written into it: black pixels "
-                                "are bytes like any other (section 1's rings write every slot)",
-                           "c": "RSS can be read at any moment; what matters is what the process freed before each "
-                                "fill (the notebook's How)"}),
+                                   "error (section 4, *The Huber loss*, step 1)"}),
+    "06b.fresh_process": ("a", "the C allocator (glibc's malloc) keeps the memory that many small arrays freed and "
+                               "hands it to the next requests instead of returning it to the OS, so the next games' "
+                               "fills cost no new RSS (notebook 01b, section 1): one fresh process per measurement, "
+                               "as this notebook's How does. Rings as large as this notebook's are another case: "
+                               "their arrays get pages of their own, returned when freed (notebook 05)",
+                          {"b": "a page costs RSS once it is written, whatever bytes are written into it: zero bytes "
+                                "are bytes like any other (this notebook's How: every slot is written so that its "
+                                "pages exist)",
+                           "c": "RSS counts every page the process has written, read back or not (this notebook's "
+                                "How): where did the memory that Pong's deque freed go?"}),
     "06b.fill_every_slot": ("b", "np.zeros pages cost no RSS until written: the ring grows page by page over its first "
                                  "2M steps, to 2,000,000 x (9,216 + 16) bytes, about 18.5 GB, then overwrites its "
                                  "oldest slots",
                             {"a": "np.zeros hands out address space; each page costs RSS when it is first written "
-                                  "(the notebook's How)",
-                             "c": "a ring overwrites its oldest slots: it never holds more than its capacity, "
-                                  "however long the run"}),
+                                  "(this notebook's How: it writes every slot so that the pages exist)",
+                             "c": "a ring overwrites its oldest slots once full: it never holds more than its "
+                                  "capacity, however long the run (section 1: n is the capacity)"}),
     "07b.lost_runtime": ("b", "the next session resumes from the newest state file and plays the steps after it "
                               "again: at most one save interval, counted in steps whatever the GPU; a GPU twice as "
                               "fast plays those steps again in half the time",
@@ -422,30 +480,38 @@ QUESTIONS = {
                                "be when its runtime ends? (section 3)",
                           "c": "a runtime ends at any moment, not at a save: no signal, no save (section 3; "
                                "--time-limit is how a run saves first)"}),
-    "07b.fast_state": ("c", "a run writes its new state before it deletes the oldest: three files at once, "
-                            "3 x (1,000,000 x (9,216 + 16) bytes + 27.0 MB), about 27.8 GB",
-                       {"a": "the new state is written first, so that a failed write never costs the last good one: "
-                             "count the files on Drive while a save is under way (section 2)",
-                        "b": "the oldest file goes only once the new one is whole (section 2): a save needs room for "
-                             "one more file than the run keeps"}),
+    "07b.fast_state": ("b", "the new state is written under a temporary name and takes the old one's place only once "
+                            "whole; the old file goes after that. Killed mid-write, the run leaves its last good state "
+                            "untouched and a partial .tmp that no resume reads (and the next save removes): the next "
+                            "session carries on from step 500,000. So even one kept file needs room for two during "
+                            "a save",
+                       {"a": "the oldest file goes only once the new one is whole (section 2): which file can a kill "
+                             "during the write have damaged?",
+                        "c": "a state is written under a temporary name and renamed only once it is whole "
+                             "(section 2, and notebook 09b): a resume only ever reads whole files"}),
     "07.eps_start": ("c", "at step 0 the schedule gives ε = 1 again: the agent acts at random until ε has fallen",
-                     {"a": "the memory keeps the past, but every new transition comes from the actions ε picks",
-                      "b": "ε picks the actions; the TD target holds no ε"}),
+                     {"a": "the memory keeps the past, but every new transition comes from the actions ε picks "
+                           "(section 1, *Why ε follows a schedule*)",
+                      "b": "ε picks the actions; the TD target holds no ε (section 1, *ε-greedy*; notebook 06's TD "
+                           "target)"}),
     "07.q_explodes": ("a", "with at most 1 reward per step, no discounted return exceeds 1 / (1 - γ): 1,000 for "
                            "γ = 0.999, so 300 can be an honest estimate; a max-Q past the bound is divergence",
-                      {"b": "max-Q has a ceiling, the largest discounted return (section 5, mean max-Q): work it out "
-                            "for γ = 0.999 and compare 300 with it",
-                       "c": "max-Q has a bound of its own, whatever the loss does: the largest discounted return"}),
+                      {"b": "max-Q has a ceiling, the largest discounted return (section 5, *Mean max-Q*): work it "
+                            "out for γ = 0.999 and compare 300 with it",
+                       "c": "max-Q has a bound of its own, whatever the loss does: the largest discounted return "
+                            "(section 5, *Mean max-Q*)"}),
     "07.loss_rises": ("b", "the targets move: more reward and larger Q-values make larger TD errors, so a rising "
                            "loss beside a rising score is no alarm",
-                      {"a": "unlike a supervised loss, the TD loss chases targets that grow as the agent improves",
+                      {"a": "unlike a supervised loss, the TD loss chases targets that grow as the agent improves "
+                            "(section 5, *TD loss*)",
                        "c": "divergence shows as a jump by orders of magnitude, or a max-Q past its bound, not as a "
-                            "loss that grows with the score"}),
+                            "loss that grows with the score (section 5, *TD loss*)"}),
     "07.dead_agent": ("b", "long games fit both agents: waiting for FIRE earns nothing, so the stuck agent's score "
                            "stays flat and low and its targets hold nothing new (max-Q flat, gradients small), while "
                            "a good player's long games come with a rising score and max-Q",
-                      {"a": "a rising loss goes with an improving agent too (section 5, TD loss): it cannot tell a "
-                            "waiting agent from one that keeps the ball in play",
+                      {"a": "the TD loss does not fall as an agent improves: its targets grow with the score "
+                            "(section 5, *TD loss*), so neither its level nor its trend tells a waiting agent from "
+                            "one that keeps the ball in play",
                        "c": "a norm above the clipping threshold all the time says the steps are too large; a waiting "
                             "agent's targets teach little: how large are its gradients? (section 5)"}),
     "07c.run_a": ("b", "a learning rate 100x too large: each step overshoots, so the loss, the gradient norm and "
@@ -466,16 +532,20 @@ QUESTIONS = {
                            "at every game: no game is long enough to bring it down",
                       {"b": "decaying over the whole run is slow, but by the last steps ε would be near its floor",
                        "c": "swapped, ε would start near its floor and rise: it would be low early on"}),
-    "08.mass_leaf": ("c", "laid end to end, leaf 0 owns [0, 2), leaf 1 (priority 0) owns nothing and leaf 2 owns "
-                          "[2, 5): the walk goes right at the root (2.5 is not below 2) and left below it (0.5 is "
-                          "below 3), to leaf 2",
-                     {"a": "leaf 0's interval is as long as its priority: lay the four intervals end to end, as "
-                           "section 1 does, and see where 2.5 falls",
-                      "b": "a leaf of priority 0 owns an empty interval of the line, so no mass lands in it "
-                           "(section 1, zero priority)"}),
-    "08.where_tree_hurts": ("b", "a GPU shrinks the network's part of a step while the tree stays on the CPU",
-                            {"a": "on a CPU the network dominates the step: the tree's share is small there",
-                             "c": "the tree's time is about fixed, but the step it is compared with is not"}),
+    "08.mass_leaf": ("c", "with leaves 0 and 1 at priority 0 the line starts with leaf 2's interval, [0, 1): at the "
+                          "root 0.0 is below the left sum 3, so the walk goes left; below it the left sum is 0, and "
+                          "0.0 is not below 0, so it goes right, then left, to leaf 2",
+                     {"a": "a leaf of priority 0 owns an empty interval, even at the start of the line: walk down as "
+                           "section 1 says, going left only where the mass is below the left child's sum",
+                      "b": "leaf 1's priority is 0 as well in section 1's tree: it owns no interval either, so no "
+                           "walk can end there (section 1, zero priority)"}),
+    "08.where_tree_hurts": ("b", "a per-item tree walks once per item, so 256 items cost about 8 times the walk of 32, "
+                                 "while an eager GPU update, mostly the price of launching its operations, barely "
+                                 "lengthens: the factor grows",
+                            {"a": "a per-item tree walks once for each item of the batch (sections 1 and 2): its time "
+                                  "grows with the batch, it is not paid once per batch",
+                             "c": "the walk grows with the batch, but an eager update on a GPU is mostly the launching "
+                                  "of its operations, which does not (section 3, How to read these numbers)"}),
     "08.weights_n": ("b", "N multiplies every weight by the same factor, which the division by the largest removes",
                      {"a": "every weight changes by the same factor; divide by the largest and see what is left",
                       "c": "only β and the ratios between the probabilities survive the division"}),
@@ -485,15 +555,28 @@ QUESTIONS = {
     "09.cold_disk": ("c", "cold, every frame is a read at a random place on the device; warm, its page is in RAM",
                      {"a": "the disk store keeps raw frames, uncompressed",
                       "b": "a memory-mapped gather reads only the pages its frames lie on"}),
-    "09.two_checkpoints": ("a", "if the newest file is damaged, a resume falls back to the previous good one",
-                           {"b": "one file holds the whole state: networks, optimiser, replay and counters",
-                            "c": "a resume restores one state exactly; nothing is averaged"}),
-    "09.redone_steps": ("b", "the resume starts from the newest good checkpoint; the steps after it are played again",
-                        {"a": "the state after the checkpoint died with the process",
-                         "c": "the checkpoint holds the whole state up to its step"}),
-    "10.samples_per_step": ("b", "32 x updates/s / env steps/s: the steps sped up, the learner did not",
-                            {"a": "8 holds only while one update follows every 4 steps; Ray decouples them",
-                             "c": "more data per second spreads the same updates over more transitions"}),
+    "09b.kill_before_rename": ("b", "a resume reads only files named state-<step>.ckpt; the rename is what makes a "
+                                    "written file a checkpoint, so a complete .tmp file is never read (and the next "
+                                    "save deletes it): the newest checkpoint is step 125,000's",
+                               {"a": "a resume looks only at files named as finished checkpoints, and a written file "
+                                     "gets that name from the rename, its last step (section 1, Atomic)",
+                                "c": "the kill came while another file was being written; step 125,000's checkpoint "
+                                     "was renamed long before and passes its checks (section 1, Atomic)"}),
+    "09b.stop_or_kill": ("a", "the watchdog stops the run from inside its loop and saves the state first, so that "
+                              "resume repeats nothing; SIGKILL gives the process no chance to save, so that resume "
+                              "starts from the last checkpoint, step 50,000, and plays the steps after it again",
+                         {"b": "the watchdog runs inside the training loop: before it stops the run it saves the "
+                               "state (section 4, the line the run printed as it stopped)",
+                          "c": "a resume starts from a checkpoint, not from the log: the state after the last "
+                               "checkpoint died with the killed process (section 2, Pulling the plug)"}),
+    "10.samples_per_step": ("b", "the single process ties one update to every 4 agent steps, so a faster game brings "
+                                 "its updates along and samples per step stay 32 / 4 = 8; Ray's worker steps without "
+                                 "waiting for the learner, so the same updates/s meet more steps",
+                            {"a": "the single-process loop learns once every 4 agent steps, however fast the steps "
+                                  "come: its learner speeds up with the game (the question at the top of the page)",
+                             "c": "a transition stays in the memory for a fixed number of steps; a faster game sends "
+                                  "them by sooner, and fewer batches are drawn while it is there unless the updates "
+                                  "keep pace (section 4, samples/step)"}),
     "10.second_worker": ("c", "a worker needs a core; with none idle it takes turns with the learner and the rest",
                          {"a": "Ray places as many workers as there are logical CPUs declared",
                           "b": "the replay actor keeps one stream per worker"}),
@@ -1170,20 +1253,26 @@ def check_min_compression_ratio(answer) -> bool | None:
                f"leaves {per_slot - overhead:,.0f} B for the payload: {frame:,} / {per_slot - overhead:,.0f}"),
         hints=[
             (frame / per_slot, "each slot also pays for bookkeeping, a list slot and the payload's bytes header: "
-                               "subtract them from the 1,000 B first"),
+                               "subtract them from the 1,000 B first (section 2 prints all three)"),
             (frame / (per_slot - o["bookkeeping"]), "the payload is a Python bytes object (with a header) held in "
-                                                    "a list (one pointer a slot): subtract those too"),
+                                                    "a list (one pointer a slot): subtract those too (section 2)"),
             (frame / (per_slot - o["list_slot"] - o["bytes_header"]), "the ring's bookkeeping arrays (action, "
-                                                                       "reward, flags, id) cost 16 B a slot as well"),
+                                                                       "reward, flags, id) cost 16 B a slot as well "
+                                                                       "(section 2)"),
             (frame / (per_slot - o["bookkeeping"] - o["list_slot"]), "a bytes object carries a 33 B header "
-                                                                     "(what sys.getsizeof reports when empty)"),
-            (frame / (per_slot - o["bookkeeping"] - o["bytes_header"]), "the list holds one 8 B pointer per slot"),
-            (frame / (2**30 / 1e6 - overhead), "1 GB here is 10^9 bytes, not 2^30"),
-            ((per_slot - overhead) / frame, "the ratio is frame bytes over payload bytes (greater than 1)"),
-            (per_slot - overhead, "that is the payload budget in bytes; the ratio is 7,056 divided by it"),
+                                                                     "(what sys.getsizeof reports when empty; "
+                                                                     "section 2)"),
+            (frame / (per_slot - o["bookkeeping"] - o["bytes_header"]), "the list holds one 8 B pointer per slot "
+                                                                        "(section 2)"),
+            (frame / (2**30 / 1e6 - overhead), "1 GB here is 10^9 bytes, not 2^30, as the exercise of section 2 says"),
+            ((per_slot - overhead) / frame, "the ratio is frame bytes over payload bytes (greater than 1), as in "
+                                            "section 1's table"),
+            (per_slot - overhead, "that is the payload budget in bytes; the ratio is 7,056 divided by it (section 1's "
+                                  "ratio)"),
         ],
         otherwise=("the compression must bring a frame down to what a slot has left for its payload once every "
-                   "per-slot overhead printed above is paid: the ratio is the frame's bytes over that budget"),
+                   "per-slot overhead printed above is paid (section 2, and its drawing of one slot): the ratio is "
+                   "the frame's bytes over that budget"),
         close=lambda a, b: abs(a - b) <= 0.005 * abs(b), show=",.4g")
 
 

@@ -122,3 +122,28 @@ def context(notebook: str) -> str:
         return f"notebook {notebook} has not recorded its figures yet"
     when = doc["written"][:16].replace("T", " ")
     return f"measured by notebook {notebook} on a {describe(doc['machine'])}, {when} UTC"
+
+
+# --- figures recorded by a benchmark script, not by a notebook ------------------------------------------------------
+
+BENCH_DIR = MEASURED_DIR.parent / "bench"
+
+
+def bench(name: str) -> dict:
+    """The committed record ``data/bench/<name>`` of a script in ``benchmarks/`` (its command, settings, machine and
+    rows): a figure no notebook can measure on a learner's machine (a GPU's, say), read where it is shown.
+    Raises ``ValueError`` naming the files there when ``name`` is not one of them."""
+    path = BENCH_DIR / name if isinstance(name, str) else None
+    if path is None or path.parent != BENCH_DIR or path.suffix != ".json" or not path.is_file():
+        known = ", ".join(sorted(p.name for p in BENCH_DIR.glob("*.json")))
+        raise ValueError(f"name must be a JSON file of data/bench (one of: {known}), got {name!r}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def bench_context(name: str) -> str:
+    """Which script recorded ``data/bench/<name>``, on what machine and when, for printing beside a figure from it."""
+    doc = bench(name)
+    env, gpu = doc.get("environment", {}), doc.get("settings", {}).get("gpu")
+    where = f"a {env.get('cpu_count', '?')}-core {env.get('cpu', 'CPU')}" + (f" with one {gpu}" if gpu else "")
+    when = str(env.get("date", "an unrecorded date"))[:16].replace("T", " ")
+    return f"recorded by {doc.get('command', 'a benchmark').split()[0]} on {where}, {when} (data/bench/{name})"

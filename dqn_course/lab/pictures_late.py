@@ -1,9 +1,10 @@
-"""Pictures for notebooks 08 and 09b: a sum tree drawn as a tree, and a kill -> resume timeline.
+"""Pictures for notebooks 08, 09 and 09b: a sum tree, one compressed replay slot, a kill -> resume timeline.
 
     fig = draw_sum_tree(tree.nodes, mass=4.5)        # CompiledSumTree's nodes; the walk for one mass in colour
+    fig = draw_compressed_slot(ring_bytes, pointer_bytes=8, header_bytes=33)   # what one lz4 slot pays for
     fig = draw_kill_resume(first_games, checkpoints, saved_step, resumed_games, total)
 
-Both return a ``matplotlib.figure.Figure`` made without pyplot (Jupyter displays it).
+Each returns a ``matplotlib.figure.Figure`` made without pyplot (Jupyter displays it).
 """
 from __future__ import annotations
 
@@ -65,6 +66,39 @@ def draw_sum_tree(nodes, mass: float | None = None, title: str = ""):
     ax.set_xlim(-0.2, size + 0.2)
     ax.set_ylim(-depth - 0.8, 0.6)
     ax.axis("off")
+    return fig
+
+
+def draw_compressed_slot(ring_bytes: dict[str, int], pointer_bytes: int, header_bytes: int):
+    """One slot of ``FrameSharingMemory(storage="lz4")``, as boxes: its entry in each ring array (``ring_bytes``,
+    name -> bytes a slot), its pointer in the list of payloads, and the Python ``bytes`` object that pointer leads
+    to, a header then the compressed frame. Widths are not to scale; the payload's size is left for the reader."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    fig = Figure(figsize=(10, 2.9), layout="constrained")
+    ax = fig.add_subplot()
+
+    def box(x, y, w, text, color):
+        ax.add_patch(Rectangle((x, y), w, 0.5, facecolor=color, edgecolor="black", linewidth=1))
+        ax.text(x + w / 2, y + 0.25, text, ha="center", va="center", fontsize=8)
+
+    x = 0.0
+    for name, size in ring_bytes.items():  # one entry of each ring array
+        box(x, 1.4, 1.0, f"{name}\n{size} B", "#d9ead3")
+        x += 1.0
+    ax.text(0, 2.05, f"ring arrays (numpy), slot i's entries: {sum(ring_bytes.values())} B", fontsize=9)
+    box(0.0, 0.2, 1.4, f"pointer\n{pointer_bytes} B", "#cfe2f3")
+    ax.text(0, 0.85, "list of payloads, slot i", fontsize=9)
+    box(3.0, 0.2, 1.6, f"header\n{header_bytes} B", "#fff2cc")
+    box(4.6, 0.2, 3.4, "payload: the compressed frame\n(its size is set by the codec and the frame)", "#f9cb9c")
+    ax.text(3.0, 0.85, "Python bytes object", fontsize=9)
+    ax.annotate("", xy=(3.0, 0.45), xytext=(1.4, 0.45), arrowprops={"arrowstyle": "->", "lw": 1.2})
+    ax.set_xlim(-0.1, 8.1)
+    ax.set_ylim(0, 2.3)
+    ax.axis("off")
+    ax.set_title("One compressed slot: everything in it costs RAM, not only the payload (boxes not to scale)",
+                 fontsize=9)
     return fig
 
 
