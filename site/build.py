@@ -4,8 +4,9 @@ Nothing is executed: each chapter page shows the outputs the notebook was commit
 (``build/site/src``) mirrors the repository, so a page's Colab and download links name the repository's own file:
 
 - ``index.md``: README.md, the landing page, with the sidebar's table of contents;
-- ``notebooks/NN_name.ipynb``: each notebook as committed, with two tags added for the page: ``hide-cell`` on the
-  cells tagged ``solution`` (folded until clicked) and ``hide-output`` on outputs longer than ``LONG_OUTPUT`` lines;
+- ``notebooks/NN_name.ipynb``: each notebook as committed, with tags added for the page: ``hide-input`` on the first
+  code cell (the Colab set-up), ``hide-cell`` on the cells tagged ``solution`` (folded until clicked) and
+  ``hide-output`` on outputs longer than ``LONG_OUTPUT`` lines;
 - ``recorded/<run>.md``: each recorded run's README (``data/<run>/README.md``); ``benchmarks.md``: the benchmarks'
   README; ``api/``: one page per module of ``dqn_course`` from its docstrings (``lab.capstone_solution`` left out:
   it is the capstone's worked answer).
@@ -105,9 +106,12 @@ def text_lines(output: dict) -> int:
 
 def stage_notebook(path: Path, repo: str) -> None:
     nb = json.loads(path.read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
+    first_code = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code")
+    for i, cell in enumerate(nb["cells"]):
         tags = cell.setdefault("metadata", {}).setdefault("tags", [])
-        if "solution" in tags and "hide-cell" not in tags:
+        if i == first_code and "hide-input" not in tags:
+            tags.append("hide-input")  # the Colab set-up (notebooks/README.md, rule 1): for Colab, not for reading
+        elif "solution" in tags and "hide-cell" not in tags:
             tags.append("hide-cell")
         elif sum(text_lines(o) for o in cell.get("outputs", [])) > LONG_OUTPUT and "hide-output" not in tags:
             tags.append("hide-output")
