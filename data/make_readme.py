@@ -235,6 +235,12 @@ def _bench(root: Path, name: str) -> dict:
     return json.loads((root / "data" / "bench" / name).read_text(encoding="utf-8"))
 
 
+def _bench_rows(root: Path, name: str) -> list[dict]:
+    """The rows of a JSON-lines file of data/bench (one per run of an A/B script)."""
+    text = (root / "data" / "bench" / name).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
 def _machine(env: dict) -> str:
     """``2026-11-21 10:55, 2-core Intel(R) Xeon(R) Processor, 25 GB RAM, 1-minute load average 0.97``."""
     return (f"{env['date'][:16].replace('T', ' ')}, {env['cpu_count']}-core {env['cpu']}, "
@@ -432,8 +438,7 @@ def ray_scaling_body(root: Path = ROOT) -> str:
 def update_stats_body(root: Path = ROOT) -> str:
     """The diagnostics' A/B (``data/bench/update-stats-ab.jsonl``, one row per run of
     ``benchmarks/ab/ab_update_stats.py``): updates/s before and after, per run."""
-    path = root / "data" / "bench" / "update-stats-ab.jsonl"
-    runs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    runs = _bench_rows(root, "update-stats-ab.jsonl")
     lines = ["| run | machine | before, updates/s | after, updates/s | after vs before |", "|---|---|---:|---:|---:|"]
     for i, r in enumerate(runs, 1):
         lines.append(f"| {i}: {r['rounds']} rounds of {r['seconds']:g} s, a read every {r['read_every']} updates | "
@@ -445,8 +450,7 @@ def update_stats_body(root: Path = ROOT) -> str:
 def train_loop_body(root: Path = ROOT) -> str:
     """The training loop's A/B (``data/bench/train-loop-ab.jsonl``, one row per run of
     ``benchmarks/ab/ab_train_loop.py``): agent steps/s from the first update on, before and after, per run."""
-    path = root / "data" / "bench" / "train-loop-ab.jsonl"
-    runs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    runs = _bench_rows(root, "train-loop-ab.jsonl")
     lines = ["| run | machine | before | after | steps/s before (rounds) | steps/s after (rounds) "
              "| after / before: best, median |", "|---|---|---|---|---|---|---:|"]
     for i, r in enumerate(runs, 1):
@@ -464,8 +468,7 @@ def train_loop_body(root: Path = ROOT) -> str:
 def hot_checks_body(root: Path = ROOT) -> str:
     """The hot paths' checks A/B (``data/bench/hot-checks-ab.jsonl``, one row per run of
     ``benchmarks/ab/ab_hot_checks.py``): µs per call with and without the checks, and their share of a step."""
-    path = root / "data" / "bench" / "hot-checks-ab.jsonl"
-    runs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    runs = _bench_rows(root, "hot-checks-ab.jsonl")
     paths = ("act", "add_batch", "sample", "update_priorities")
     lines = ["| run | machine | " + " | ".join(f"`{p}`: µs with / without (checks)" for p in paths)
              + " | checks per step | step (train) | share of a step |", "|---|---|" + "---:|" * (len(paths) + 3)]

@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from _notebook_text import as_text
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "site"))
@@ -116,10 +117,6 @@ def cells(notebook: Path) -> list[dict]:
     return json.loads(notebook.read_text(encoding="utf-8"))["cells"]
 
 
-def source(cell: dict) -> str:
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-
-
 def solution_lines_shown(notebook: Path, p: Page) -> list[str]:
     """Lines of the notebook's solution cells (those with a few words of code, and not also in a cell for the
     learner, such as the call of the exercise's check) that the page shows unfolded."""
@@ -127,9 +124,9 @@ def solution_lines_shown(notebook: Path, p: Page) -> list[str]:
     solution, elsewhere = set(), []
     for c in cells(notebook):
         if "solution" in c["metadata"].get("tags", []):
-            solution |= {" ".join(line.split()) for line in source(c).splitlines()}
+            solution |= {" ".join(line.split()) for line in as_text(c["source"]).splitlines()}
         else:  # the page's own text and cells, where a line may stand in prose or as a comment to uncomment
-            elsewhere.append(" ".join(source(c).split()))
+            elsewhere.append(" ".join(as_text(c["source"]).split()))
     page = " ".join(elsewhere)
     return sorted(line for line in solution if len(line) >= 25 and line in shown and line not in page)
 
@@ -156,7 +153,7 @@ def test_every_notebook_has_a_page_under_its_title(pages):
     for nb in NOTEBOOKS:
         path = (HTML / "notebooks" / f"{nb.stem}.html").resolve()
         assert path in pages, f"no page for {nb.name}"
-        title = re.sub(r"[*_`]", "", source(cells(nb)[0]).splitlines()[0].lstrip("# ").strip())  # as text
+        title = re.sub(r"[*_`]", "", as_text(cells(nb)[0]["source"]).splitlines()[0].lstrip("# ").strip())  # as text
         assert title in pages[path].title, f"{nb.name}: page title {pages[path].title!r}"
     index = pages[(HTML / "index.html").resolve()]
     for nb in NOTEBOOKS:
