@@ -8,8 +8,9 @@ runs the same tree with the checks on those paths replaced by no-ops (``without_
 of its own, so the switch names them, and fails if one is renamed). Each measurement runs in a fresh interpreter,
 one torch thread, the two sides alternating (A-B, then B-A) so drift hits both; each keeps its best round.
 
-Per call, each path is timed alone on a quick-preset-sized memory (1 env, 84x84 frames): the checks' cost in µs per
-call is the difference of the two sides. A training step makes one ``act`` and one ``add_batch``, and one sample and
+Per call, each path is timed alone on a quick-preset-sized memory (1 env, 84x84 frames), by
+``dqn_course.lab.bench.calls_per_second`` (best of three turns): the checks' cost in µs per call is the difference of
+the two sides. A training step makes one ``act`` and one ``add_batch``, and one sample and
 one priority update per ``train_every`` steps: the checks' cost per step is the sum of those costs times those
 counts, and its share of a step divides it by the time of a step, measured by ``train`` itself (quick preset with
 prioritized replay, agent steps per second from the first update on). ``train`` is also timed under both sides; at
@@ -18,7 +19,6 @@ this machine's noise that ratio only bounds the cost, the per-call sum is the me
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from _tree import ab_parser, append_result, rate_in  # this folder's helpers (its folder is first on the path)
@@ -45,24 +45,15 @@ def without_checks() -> None:
     per.PrioritizedMemory._check_update = lambda self, indices, td_errors: None
 
 
-def calls_per_s(fn, seconds: float) -> float:
-    """Calls of ``fn(i)`` per second over ``seconds``, after 200 untimed calls."""
-    for i in range(200):
-        fn(i)
-    calls, t0 = 0, time.perf_counter()
-    while True:
-        fn(200 + calls)
-        calls += 1
-        if calls % 50 == 0 and time.perf_counter() - t0 >= seconds:
-            return calls / (time.perf_counter() - t0)
-
-
 def path_rate(path: str, seconds: float) -> float:
     """Calls per second of one hot path, on a 10,000-frame memory of one stream (the quick preset's)."""
+    import itertools
+
     import numpy as np
     import torch
 
     from dqn_course.agent import DQNAgent
+    from dqn_course.lab.bench import calls_per_second
     from dqn_course.per import PrioritizedMemory
     from dqn_course.replay import MultiStreamMemory
 
@@ -77,22 +68,25 @@ def path_rate(path: str, seconds: float) -> float:
 
     memory = MultiStreamMemory(10_000, 1, OBS, seed=0)
     if path == "add_batch":
-        def add(i: int) -> None:
+        step = itertools.count()
+
+        def add() -> None:
+            i = next(step)
             s, s2, end = transition(i)
             memory.add_batch(s, [i % 4], [0.0], s2, dones=[end], episode_ends=[end])
-        return calls_per_s(add, seconds)
+        return calls_per_second(add, seconds)
     if path == "act":
         agent, states = DQNAgent(4, "cpu", seed=0), frames[None, :4]
-        return calls_per_s(lambda i: agent.act(states, 1.0), seconds)  # ε = 1: no forward, the checks' largest share
+        return calls_per_second(lambda: agent.act(states, 1.0), seconds)  # ε = 1: no forward, the checks' largest share
     for i in range(T):
         s, s2, end = transition(i)
         memory.add_batch(s, [i % 4], [0.0], s2, dones=[end], episode_ends=[end])
     prioritized = PrioritizedMemory(memory, seed=0)
     if path == "sample":
-        return calls_per_s(lambda i: prioritized.sample(32, beta=0.5), seconds)
+        return calls_per_second(lambda: prioritized.sample(32, beta=0.5), seconds)
     batch = prioritized.sample(32, beta=0.5)
     errors = rng.random(32).astype(np.float32)
-    return calls_per_s(lambda i: prioritized.update_priorities(batch.indices, errors), seconds)
+    return calls_per_second(lambda: prioritized.update_priorities(batch.indices, errors), seconds)
 
 
 def step_rate(steps: int) -> float:
