@@ -5,7 +5,12 @@ that list; a test keeps it current); ARCHITECTURE.md says how the pieces fit. Th
 the lab: ``tests/test_architecture.py`` checks.
 """
 import argparse
+import dataclasses
 import os
+from collections.abc import Callable, Collection
+from typing import Any
+
+from dqn_course.contracts import check_module
 
 __version__ = "0.1.0"
 
@@ -46,7 +51,7 @@ def _hint_kind(hint) -> tuple[type, bool]:
     return hint, False
 
 
-def check_fields(cfg, flag=lambda name: "--" + name.replace("_", "-")) -> None:
+def check_fields(cfg: object, flag: Callable[[str], str] = lambda name: "--" + name.replace("_", "-")) -> None:
     """Every field of the dataclass ``cfg`` against its annotation, with one rule per type; ``ConfigError`` if not.
 
     ints are whole numbers (not bools, not floats); floats are finite numbers (ints welcome, bools and
@@ -61,6 +66,8 @@ def check_fields(cfg, flag=lambda name: "--" + name.replace("_", "-")) -> None:
 
     import numpy as np
 
+    if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
+        raise TypeError(f"check_fields: cfg must be a dataclass instance (a config), got {cfg!r}")
     hints = typing.get_type_hints(type(cfg))
     for f in dataclasses.fields(cfg):
         value, (kind, optional) = getattr(cfg, f.name), _hint_kind(hints[f.name])
@@ -96,7 +103,8 @@ def check_fields(cfg, flag=lambda name: "--" + name.replace("_", "-")) -> None:
         setattr(cfg, f.name, value)
 
 
-def add_field_options(parser: argparse.ArgumentParser, cls, *, defaults: bool = True, skip=()) -> None:
+def add_field_options(parser: argparse.ArgumentParser, cls: type, *, defaults: bool = True,
+                      skip: Collection[str] = ()) -> None:
     """One ``--field-name`` option on ``parser`` for each field of the dataclass ``cls`` (but those in ``skip``),
     read by its annotation: ``bool`` fields take true/false (``parse_bool``), ``X | None`` fields an X. Each
     option's default is its field's default, or None with ``defaults=False`` (a preset's value then stays unless
@@ -119,8 +127,12 @@ def require(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-def check_ranges(cfg, positive=(), non_negative=(), fractions=(), flag=lambda name: "--" + name.replace("_", "-")):
+def check_ranges(cfg: object, positive: Collection[str] = (), non_negative: Collection[str] = (),
+                 fractions: Collection[str] = (),
+                 flag: Callable[[str], str] = lambda name: "--" + name.replace("_", "-")) -> None:
     """The range rules most fields share (after ``check_fields``): > 0 / >= 0 / in [0, 1]; None passes."""
+    if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
+        raise TypeError(f"check_ranges: cfg must be a dataclass instance (a config), got {cfg!r}")
     import typing
 
     hints = typing.get_type_hints(type(cfg))
@@ -135,7 +147,8 @@ def check_ranges(cfg, positive=(), non_negative=(), fractions=(), flag=lambda na
                 require(False, f"{flag(name)} {what}, got {value!r} ({type(cfg).__name__}.{name})")
 
 
-def check_arg(name: str, value, *, integer: bool = False, low=None, high=None, above=None,
+def check_arg(name: str, value: Any, *, integer: bool = False, low: float | None = None, high: float | None = None,
+              above: float | None = None,
               optional: bool = False) -> None:
     """A function argument that must be a number (``integer``: a whole one) in a range; ``ValueError`` naming it.
 
@@ -157,3 +170,6 @@ def check_arg(name: str, value, *, integer: bool = False, low=None, high=None, a
         bounds = " and ".join(b for b in (f">= {low}" if low is not None else "", f"<= {high}" if high is not None
                                           else "", f"> {above}" if above is not None else "") if b)
         raise ValueError(f"{name} must be {bounds}, got {value!r}")
+
+
+check_module(globals())

@@ -14,12 +14,13 @@ The blog's per-transition loop, which notebook 06 times against the batched pass
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from dqn_course.contracts import check_module
 from dqn_course import check_arg
 from dqn_course.device import Uploader, check_device
 from dqn_course.networks import NatureCNN
@@ -60,7 +61,7 @@ def td_loss(q_values: torch.Tensor, actions: torch.Tensor, targets: torch.Tensor
     return F.smooth_l1_loss(taken, targets)
 
 
-def grad_norm(parameters, max_norm: float | None) -> torch.Tensor:
+def grad_norm(parameters: Iterable[torch.Tensor], max_norm: float | None) -> torch.Tensor:
     """The global L2 norm of the parameters' gradients before clipping; clips them to ``max_norm`` (None: not)."""
     parameters = [p for p in parameters if p.grad is not None]
     if max_norm is not None:
@@ -104,12 +105,6 @@ class DQNAgent:
         check_arg("gamma", gamma, low=0, high=1)
         check_arg("max_grad_norm", max_grad_norm, above=0, optional=True)
         check_arg("in_channels", in_channels, integer=True, low=1)
-        check_arg("seed", seed, integer=True, low=0, optional=True)
-        if not isinstance(double, (bool, np.bool_)):
-            raise ValueError(f"double must be True or False, got {double!r}")
-        for name, fn, default in (("targets", targets, "td_targets"), ("loss", loss, "td_loss")):
-            if not callable(fn):
-                raise ValueError(f"{name} must be a function with dqn_course.agent.{default}'s arguments, got {fn!r}")
         check_device(device, f"device={str(device)!r}")
         if seed is not None:
             torch.manual_seed(seed)
@@ -223,3 +218,6 @@ class DQNAgent:
         self.q.load_state_dict(state["q"])
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
+
+
+check_module(globals())

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from dqn_course.contracts import check_module
 from dqn_course import ConfigError
 from dqn_course.device import FIT_FRACTION, check_device, check_fits_on_device, free_memory, pick_device
 from dqn_course.networks import NatureCNN
@@ -200,3 +201,5 @@ def dry_run(cfg: Config, preset: str) -> str:
         lines.append(f"this machine would refuse the run: {e}")
     return "\n".join(lines)
 
+
+check_module(globals())

@@ -33,10 +33,26 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from dqn_course.contracts import check_module
+from dqn_course.replay.base import MemoryLike
 from dqn_course.rng import parse_rng_state, rng_state_array
+
+if TYPE_CHECKING:  # the parts' types only: this module imports torch where it reads or writes tensors
+    import torch
+
+@runtime_checkable
+class TrainingParts(Protocol):
+    """What a training state keeps of the learner: a ``DQNAgent``, or a loop's own networks, optimiser and rng."""
+
+    q: torch.nn.Module
+    target: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    rng: np.random.Generator
+
 
 MAGIC = b"DQNCKPT\n"
 FORMAT_VERSION = 1
@@ -244,7 +260,8 @@ def _torch_state(arrays: dict[str, np.ndarray], prefix: str) -> dict:
     return {k[n:]: torch.from_numpy(np.array(v)) for k, v in arrays.items() if k.startswith(prefix + "/")}
 
 
-def training_state(agent, memory, counters: dict, config: dict) -> tuple[dict[str, np.ndarray], dict]:
+def training_state(agent: TrainingParts, memory: MemoryLike, counters: dict, config: dict
+                   ) -> tuple[dict[str, np.ndarray], dict]:
     """Everything a resumed run needs, as (arrays, meta) for ``write_checkpoint``.
 
     The optimiser's per-parameter tensors (Adam's moments and step) are arrays; its hyperparameters
@@ -273,7 +290,7 @@ def training_state(agent, memory, counters: dict, config: dict) -> tuple[dict[st
 RUN_LOCAL = ("capturable", "foreach", "fused", "differentiable")  # optimiser settings a resume keeps its own of
 
 
-def restore_training_state(arrays: dict[str, np.ndarray], meta: dict, agent, memory) -> dict:
+def restore_training_state(arrays: dict[str, np.ndarray], meta: dict, agent: TrainingParts, memory: MemoryLike) -> dict:
     """Load what ``training_state`` saved into a freshly built agent and memory; returns the counters.
 
     Raises ``CheckpointError`` if the restored replay memory does not sample what the saved one
@@ -309,7 +326,7 @@ def restore_training_state(arrays: dict[str, np.ndarray], meta: dict, agent, mem
     return meta["counters"]
 
 
-def replay_digest(memory, batch_size: int = 64) -> str | None:
+def replay_digest(memory: MemoryLike, batch_size: int = 64) -> str | None:
     """SHA-256 of the next batch ``memory.sample`` would return, without moving its generators.
 
     Saved with a checkpoint and recomputed after a restore: equal digests mean the restored memory
@@ -329,3 +346,6 @@ def replay_digest(memory, batch_size: int = 64) -> str | None:
         part = part.cpu().numpy() if hasattr(part, "cpu") else np.asarray(part)
         digest.update(np.ascontiguousarray(part).tobytes())
     return digest.hexdigest()
+
+
+check_module(globals())

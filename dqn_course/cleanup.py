@@ -25,6 +25,8 @@ from pathlib import Path
 
 import psutil
 
+from dqn_course.contracts import check_module
+
 try:
     import fcntl
 except ImportError:  # not POSIX: a folder's owner is then told by its pid alone
@@ -212,3 +214,6 @@ class OwnedTempDir:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+
+check_module(globals())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
+from dqn_course.contracts import check_module
 from dqn_course import ConfigError, check_fields, check_ranges, require
 from dqn_course.allocation import check_machine, plan_allocation
 from dqn_course.device import check_device
@@ -83,12 +84,20 @@ class Config:
         check_device(self.device)
         check_machine(self, plan_allocation(self))
 
+    def __post_init__(self) -> None:
+        """A config is made with every field of its kind and in its range (``ConfigError``); the rules between
+        fields and against the machine wait for ``validate`` (fields may still change before it)."""
+        self._check_fields()
+
+    def _check_fields(self) -> None:
+        check_fields(self)
+        check_ranges(self, positive=_POSITIVE, non_negative=_NON_NEGATIVE, fractions=_FRACTIONS)
+
     def check_settings(self) -> None:
         """``validate``'s checks of the settings alone, without the machine (``ConfigError``), cheapest first:
         every field against its annotation (``dqn_course.check_fields``, shared with ``DistConfig``), then ranges,
         then the rules between fields."""
-        check_fields(self)
-        check_ranges(self, positive=_POSITIVE, non_negative=_NON_NEGATIVE, fractions=_FRACTIONS)
+        self._check_fields()
         require(0 < self.eps_fraction <= 1, f"--eps-fraction (of total steps over which ε decays) must be in (0, 1], "
                                            f"got {self.eps_fraction!r}")
         if self.replay_storage not in STORAGES:
@@ -139,3 +148,5 @@ PRESETS: dict[str, Config] = {
                     out_dir="runs/quick"),
 }
 
+
+check_module(globals())

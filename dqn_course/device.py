@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
+from dqn_course.contracts import check_module
 from dqn_course.profiling import InsufficientMemoryError, format_bytes
 
 FIT_FRACTION = 0.9  # the share of a device's free memory a planned allocation may take (as for host RAM)
@@ -89,6 +91,17 @@ class Uploader:
         return out
 
 
+@runtime_checkable
+class Capture(Protocol):
+    """What a learner needs of a graph capture (``GraphCapture``'s interface): a CPU stand-in can keep it too."""
+
+    def warm_up(self, fn: Callable[[], None], times: int) -> None: ...
+
+    def record(self, fn: Callable[[], None]) -> Callable[[], None]: ...
+
+    def synchronize(self) -> None: ...
+
+
 class GraphCapture:
     """What the device learner asks of CUDA to run its update as one CUDA graph on ``device``: warm it up, record it,
     wait for the device. Each call makes ``device`` current while it works (and puts the current device back), so
@@ -163,3 +176,6 @@ def check_device(device, shown: str | None = None) -> None:
         raise ConfigError(f"{shown}: Apple's MPS backend is not available here; use {cpu}")
     if dev.type not in ("cpu", "cuda", "mps"):
         raise ConfigError(f"{shown}: the course runs on cpu, cuda or mps")
+
+
+check_module(globals())

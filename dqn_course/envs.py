@@ -25,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, RecordEpisodeStatistics
 
+from dqn_course.contracts import check_module
 from dqn_course import check_arg
 
 ENV_ID = "ALE/Breakout-v5"
@@ -49,7 +50,7 @@ class LifeLossInfo(gym.Wrapper):
         info["life_lost"] = False
         return obs, info
 
-    def step(self, action):
+    def step(self, action: int):
         obs, reward, terminated, truncated, info = self.env.step(action)
         lives = info.get("lives", 0)
         info["life_lost"] = bool(lives < self._lives)
@@ -130,7 +131,8 @@ def make_vector_breakout(num_envs: int, seed: int = 0, num_threads: int = 0, fra
     return env
 
 
-def learning_signals(reward, terminated, truncated, life_lost):
+def learning_signals(reward: float | np.ndarray, terminated: bool | np.ndarray, truncated: bool | np.ndarray,
+                     life_lost: bool | np.ndarray):
     """What a replay memory stores of one env step besides the frames and the action: ``(reward, done,
     episode_end)``, for one env (bools and a float) or a vector of envs (arrays, element by element).
 
@@ -192,3 +194,6 @@ def make_vector_envs(num_envs: int = 1, seed: int = 0, backend: str = "gymnasium
                               autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
     envs.reset(seed=seed)
     return envs
+
+
+check_module(globals())

@@ -25,12 +25,17 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
+import gymnasium as gym
 import numpy as np
 
+from dqn_course.contracts import check_module
 from dqn_course.agent import DQNAgent
 from dqn_course.envs import make_breakout
+
+if TYPE_CHECKING:  # the device's type only: torch is loaded with the agent
+    import torch
 
 POLICY_FILE = "checkpoint.pt"
 DEFAULT_SEED = 123_456_789  # above every preset's training and evaluation seeds
@@ -51,7 +56,7 @@ def policy_path(path: str | Path) -> Path:
     return file
 
 
-def load_policy(path: str | Path, device: str = "cpu") -> tuple[DQNAgent, dict]:
+def load_policy(path: str | Path, device: str | torch.device = "cpu") -> tuple[DQNAgent, dict]:
     """The agent a policy file describes (online network = target network, no optimiser) and its
     ``{"step", "config", "file", "sha256"}`` (the file's SHA-256, so a result names the exact file it
     measured). Raises ``PolicyFileError`` for a missing, damaged or foreign file."""
@@ -89,7 +94,7 @@ class Game(NamedTuple):
     finished: bool  # the game ended (all lives lost), rather than being cut by the env's step limit
 
 
-def play_game(env, state: np.ndarray, agent: DQNAgent | None, epsilon: float, random_action: Callable[[], int],
+def play_game(env: gym.Env, state: np.ndarray, agent: DQNAgent | None, epsilon: float, random_action: Callable[[], int],
               each_step: Callable[[], None] | None = None) -> Game:
     """Play ``env`` (a ``make_breakout`` env, just reset to ``state``) until its game ends or is cut: the agent
     acts ε-greedily with ``epsilon``, or ``agent=None`` takes ``random_action()`` at every step. ``each_step`` is
@@ -193,3 +198,6 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+check_module(globals())

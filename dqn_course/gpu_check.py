@@ -38,11 +38,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from dqn_course.contracts import check_module
 from dqn_course.cleanup import exit_on_signals
 
 MAX_FILES = 7  # a GPU window brings back 8 files; its runner keeps one (gpu.txt)
@@ -196,7 +198,7 @@ class Check:
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
-    def run(self, name: str, command: list[str], limit: float, parse=None) -> dict:
+    def run(self, name: str, command: list[str], limit: float, parse: Callable[[str], object] | None = None) -> dict:
         """Run one stage's command (at most ``limit`` s, never past the deadline); its result is ``parse(stdout)``
         (by default the last JSON line it printed), with ``seconds`` and ``ok``; output goes to check.log."""
         limit = min(limit, self.left() - 5)
@@ -422,3 +424,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+check_module(globals())

@@ -27,13 +27,16 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
+from dqn_course.contracts import Count, check_module
 from dqn_course.agent import UPDATE_STATS, DQNAgent
-from dqn_course.device import GraphCapture, Uploader
+from dqn_course.device import Capture, GraphCapture, Uploader
 from dqn_course.replay import MultiStreamMemory
+from dqn_course.replay.base import MemoryLike
 
 
 class CudaGraphFallbackWarning(RuntimeWarning):
@@ -72,7 +75,8 @@ class EagerLearner:
     path = "eager"  # how updates run (``DeviceLearner.path`` may also say "cuda graph")
     fallback_reason = None
 
-    def __init__(self, agent: DQNAgent, memory, batch_size: int, beta=None):
+    def __init__(self, agent: DQNAgent, memory: MemoryLike, batch_size: Count,
+                 beta: Callable[[int], float] | None = None):
         self.agent, self.memory, self.batch_size, self.beta = agent, memory, batch_size, beta
         self.stats = UpdateStats(agent.device)
 
@@ -115,7 +119,7 @@ class DeviceLearner:
     STEP_RTOL = 1e-2  # self-check: |graph step - eager step| / |eager step| over all weights (L2 norms)
 
     def __init__(self, agent: DQNAgent, memory: MultiStreamMemory, batch_size: int, graph: bool | None = None,
-                 compile: bool = False, capture: GraphCapture | None = None):
+                 compile: bool = False, capture: Capture | None = None):
         if getattr(memory, "bank", None) is None or memory.device != agent.device:
             raise ValueError(f"DeviceLearner needs a MultiStreamMemory whose frames are one bank on {agent.device} "
                              f"(storage='ram', device={agent.device}); got frames on {memory.device or 'the host'}")
@@ -206,7 +210,7 @@ class DeviceLearner:
             restore_in_place(self.agent, saved)
             self.stats.sums.zero_()
 
-    def self_check(self, candidate, saved: tuple[dict, dict]) -> str | None:
+    def self_check(self, candidate: Callable[[], None], saved: tuple[dict, dict]) -> str | None:
         """Compare ``candidate()`` (e.g. a graph's ``replay``) with one eager update, each run once from ``saved``
         (``snapshot``) on the batch in the static inputs; the state is ``saved`` again afterwards.
 
@@ -312,3 +316,6 @@ def restore_in_place(agent: DQNAgent, saved: tuple[dict, dict]) -> None:
                 v.copy_(moments[p][k])
             else:
                 v.zero_()
+
+
+check_module(globals())

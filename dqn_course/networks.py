@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from dqn_course.contracts import check_module
+
 
 class NatureCNN(nn.Module):
     """3 conv layers + 512-unit hidden layer; input (B, stack, 84, 84) uint8, output (B, n_actions)."""
@@ -28,3 +30,6 @@ class NatureCNN(nn.Module):
         if frames.dtype != torch.uint8:
             raise TypeError(f"NatureCNN takes uint8 frames (it scales them itself), got {frames.dtype}")
         return self.net(frames.float() / 255.0)
+
+
+check_module(globals())

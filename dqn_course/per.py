@@ -12,11 +12,15 @@ valid to sample and 0 otherwise, so only valid transitions can be drawn.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numba import njit
 
+from dqn_course.contracts import check_module
 from dqn_course import check_arg
 from dqn_course.replay import Batch, FrameSharingMemory, MultiStreamMemory
+from dqn_course.replay.base import Seed
 from dqn_course.rng import parse_rng_state, rng_state_array
 
 
@@ -115,29 +119,34 @@ class CompiledSumTree:
     def nbytes(self) -> int:
         return self.nodes.nbytes
 
-    def get(self, indices) -> np.ndarray:
-        indices = np.asarray(indices)
-        if indices.size and (indices.min() < 0 or indices.max() >= self.capacity):
-            raise IndexError(f"leaf indices must be in [0, {self.capacity})")
+    def get(self, indices: np.ndarray | Sequence[int]) -> np.ndarray:
+        indices = self._indices(indices)
         return self.nodes[self.size + indices]
 
-    def update(self, indices, values) -> None:
+    def _indices(self, indices) -> np.ndarray:
+        indices = check_leaves("indices", indices, integer=True, non_negative=False)
+        if indices.size and (indices.min() < 0 or indices.max() >= self.capacity):
+            raise IndexError(f"leaf indices must be in [0, {self.capacity})")
+        return indices
+
+    def update(self, indices: np.ndarray | Sequence[int], values: np.ndarray | Sequence[float]) -> None:
         """Set leaves (the last value wins for repeated indices) and refresh the sums above them."""
-        indices = np.ascontiguousarray(indices, np.int64).reshape(-1)
-        values = np.ascontiguousarray(values, np.float64).reshape(-1)
+        indices = check_leaves("indices", indices, integer=True, non_negative=False)
+        values = check_leaves("values", values)
         if indices.size != values.size:
             raise ValueError(f"got {indices.size} indices but {values.size} values")
         status = _update(self.nodes, self.size, self.capacity, indices, values)
         if status == 1:
             raise IndexError(f"leaf indices must be in [0, {self.capacity})")
         if status == 2:
-            raise ValueError("priorities must be finite and non-negative")
+            raise ValueError("values (priorities) must be finite and non-negative")
 
-    def find(self, mass) -> np.ndarray:
+    def find(self, mass: np.ndarray | Sequence[float]) -> np.ndarray:
         """Leaves whose cumulative interval [before, before + priority) holds each mass."""
         if not self.nodes[1] > 0:
             raise ValueError("cannot search a tree whose priorities are all zero")
-        mass = np.array(mass, np.float64)  # a copy: the walk subtracts from it in place
+        # a copy: the walk subtracts from it in place; a mass just below 0 is rounding, and finds the first live leaf
+        mass = check_leaves("mass", mass, non_negative=False, any_shape=True).copy()
         out = np.empty(mass.size, np.int64)
         _descend(self.nodes, self.size, mass.reshape(-1), out)
         return out.reshape(mass.shape)  # the shape of the masses given, like SumTree.find
@@ -149,6 +158,24 @@ class CompiledSumTree:
         out = np.empty(batch_size, np.int64)
         _sample(self.nodes, self.size, rng.random(batch_size), out)
         return out
+
+
+def check_leaves(name: str, values: np.ndarray | Sequence[float], integer: bool = False, non_negative: bool = True,
+                 any_shape: bool = False) -> np.ndarray:
+    """``values`` for a sum tree as a contiguous int64 (``integer``: leaf indices) or float64 array (priorities,
+    masses), one row unless ``any_shape``; ``ValueError`` naming ``name`` for another shape, entries of another
+    kind, a non-finite number or (``non_negative``) a negative one."""
+    array = np.asarray(values)
+    if array.ndim != 1 and not any_shape:
+        raise ValueError(f"{name} must be one row (one entry per leaf), got shape {array.shape}")
+    if array.size and array.dtype.kind not in ("iu" if integer else "iuf"):
+        raise ValueError(f"{name} must hold {'whole' if integer else 'real'} numbers, got dtype {array.dtype}")
+    array = np.ascontiguousarray(array, np.int64 if integer else np.float64)
+    if array.size and not integer and not np.isfinite(array).all():
+        raise ValueError(f"{name} must be finite numbers")
+    if array.size and non_negative and array.min() < 0:
+        raise ValueError(f"{name} must be >= 0, got {array.min()}")
+    return array
 
 
 TREES = {"compiled": CompiledSumTree}  # PrioritizedMemory's ``tree`` names; a tree class is taken too
@@ -184,10 +211,7 @@ class PrioritizedMemory:
     """
 
     def __init__(self, memory: FrameSharingMemory | MultiStreamMemory, alpha: float = 0.6, eps: float = 1e-6,
-                 seed: int | None = None, tree: str | type = "compiled"):
-        if not isinstance(memory, FrameSharingMemory | MultiStreamMemory):
-            raise TypeError(f"memory must be a FrameSharingMemory or a MultiStreamMemory (the frame-sharing memories "
-                            f"that report which slots can be sampled), got {type(memory).__name__}")
+                 seed: Seed = None, tree: str | type = "compiled"):
         check_arg("alpha", alpha, low=0)
         check_arg("eps", eps, above=0)
         if isinstance(tree, str):
@@ -332,3 +356,6 @@ class PrioritizedMemory:
         if any(v.shape != (self.stream_capacity,) or v.dtype != np.bool_ for v in parts):
             return None
         return np.concatenate(parts)
+
+
+check_module(globals())

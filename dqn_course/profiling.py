@@ -14,12 +14,14 @@ import multiprocessing as mp
 import os
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import psutil
+
+from dqn_course.contracts import check_module
 
 # The course's one unit system is decimal (SI): 1 GB = 10^9 bytes, so 1M frames of 84 x 84 bytes are 7.056 GB.
 GB = 10**9
@@ -92,7 +94,7 @@ class LinearFit:
     intercept: float
     r2: float
 
-    def predict(self, step: float) -> float:
+    def predict(self, step: float | np.ndarray) -> float | np.ndarray:
         return self.intercept + self.slope * step
 
     def step_at(self, total_bytes: float) -> float:
@@ -100,7 +102,7 @@ class LinearFit:
         return float("inf") if self.slope <= 0 else (total_bytes - self.intercept) / self.slope
 
 
-def fit_linear(steps, values) -> LinearFit:
+def fit_linear(steps: np.ndarray | Sequence[float], values: np.ndarray | Sequence[float]) -> LinearFit:
     """Least-squares line through (step, bytes) readings, with R² so a learner can see it is linear."""
     x, y = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
     if x.size < 2 or np.ptp(x) == 0:
@@ -220,3 +222,6 @@ def machine_summary() -> dict:
         "ram_available": vm.available,
         "process_rss": rss_bytes(),
     }
+
+
+check_module(globals())

@@ -14,6 +14,7 @@ import dataclasses
 import shutil
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from dqn_course.contracts import Count, check_module
 from dqn_course.agent import UPDATE_STATS, DQNAgent
 from dqn_course.checkpoint import (
     CheckpointError,
@@ -30,11 +32,13 @@ from dqn_course.checkpoint import (
     list_checkpoints,
     prune_checkpoints,
     replacing,
+    TrainingParts,
     training_state,
     write_checkpoint,
 )
 from dqn_course.evaluate import EVAL_SEED_OFFSET, play_games
 from dqn_course.profiling import MiB, rss_bytes
+from dqn_course.replay.base import MemoryLike
 from dqn_course.stopping import DiskFullError, is_disk_full
 
 if TYPE_CHECKING:  # the settings' type only: config sits above this module
@@ -84,13 +88,15 @@ class GameLog:
     norm before clipping; blank before the first update), ε, the transitions in the replay, RSS and the agent
     steps/s since the last row. ``scalars``: also written there (TensorBoard), per step."""
 
-    def __init__(self, log: CsvLog, num_envs: int, step: int, counters: dict, scalars=None):
+    def __init__(self, log: CsvLog, num_envs: Count, step: int, counters: dict,
+                 scalars: TensorBoardScalars | None = None):
         self.log, self.counters, self.scalars = log, counters, scalars
         self.returns, self.lengths = np.zeros(num_envs), np.zeros(num_envs, int)
         self.last: deque[float] = deque(maxlen=10)  # returns of the last finished games
         self.last_t, self.last_step = time.perf_counter(), step
 
-    def record(self, rewards, real, ended, step: int, eps: float, diagnostics, replay_size: int) -> None:
+    def record(self, rewards: np.ndarray, real: np.ndarray, ended: np.ndarray, step: int, eps: float,
+               diagnostics: Callable[[], dict | None], replay_size: int) -> None:
         """Add one vector step's rewards (``real`` envs only) and log the games that ``ended`` there
         (``diagnostics()`` is asked only then: reading a value from a GPU waits for it)."""
         self.returns += rewards * real
@@ -201,7 +207,8 @@ def play_evaluation(agent: DQNAgent | None, cfg: Config, episodes: int) -> list[
                       seed_epsilon=False)
 
 
-def evaluate_and_log(agent: DQNAgent, cfg: Config, eval_log: CsvLog, step: int, scalars=None) -> list[float]:
+def evaluate_and_log(agent: DQNAgent, cfg: Config, eval_log: CsvLog, step: int,
+                     scalars: TensorBoardScalars | None = None) -> list[float]:
     """``cfg.eval_episodes`` evaluation games, their mean and spread written as one row of ``eval.csv`` (and to
     ``scalars``, TensorBoard, when given); returns the games' scores."""
     r = play_evaluation(agent, cfg, cfg.eval_episodes)
@@ -233,7 +240,7 @@ def save_checkpoint(path: Path, agent: DQNAgent, cfg: Config, step: int, returns
 RESUME_FIXED = ("buffer_size", "num_envs", "env_backend", "per", "per_alpha", "replay_storage", "lr")
 
 
-def save_training_state(out: Path, agent: DQNAgent, memory, cfg: Config, counters: dict) -> Path:
+def save_training_state(out: Path, agent: TrainingParts, memory: MemoryLike, cfg: Config, counters: dict) -> Path:
     """The whole training state as ``state-<step>.ckpt`` (see ``dqn_course.checkpoint``); keeps the newest few."""
     arrays, meta = training_state(agent, memory, counters, dataclasses.asdict(cfg))
     path = checkpoint_path(out, counters["step"])
@@ -254,7 +261,7 @@ def load_resume(cfg: Config) -> tuple[dict[str, np.ndarray], dict, Path] | tuple
     return arrays, meta, path
 
 
-def disk_full(cause: OSError, out: Path, memory) -> DiskFullError:
+def disk_full(cause: OSError, out: Path, memory: MemoryLike) -> DiskFullError:
     """What a run that filled its disk kept (its newest training state) and what its next save needs (the size of
     that state, or the replay memory's bytes when there is none yet)."""
     states = list_checkpoints(out)
@@ -275,7 +282,8 @@ class RunRecords:
     be closed is closed without hiding that error. Raises ``OSError`` when the folder or logs cannot be opened.
     """
 
-    def __init__(self, cfg: Config, step: int, resumed: int | None, counters: dict, memory, closing=()):
+    def __init__(self, cfg: Config, step: int, resumed: int | None, counters: dict, memory: MemoryLike,
+                 closing: Sequence = ()):
         self.cfg, self.out, self.memory, self.counters = cfg, Path(cfg.out_dir), memory, counters
         self.out.mkdir(parents=True, exist_ok=True)  # only now: a run refused while building leaves no folder
         self.scalars = TensorBoardScalars(self.out, resumed) if cfg.tensorboard else None
@@ -309,3 +317,6 @@ class RunRecords:
                 thing.close()
         if isinstance(error, OSError) and is_disk_full(error):
             raise disk_full(error, self.out, self.memory) from None
+
+
+check_module(globals())

@@ -5,6 +5,8 @@ import json
 
 import numpy as np
 
+from dqn_course.contracts import check_module
+
 
 def rng_state_array(rng: np.random.Generator) -> np.ndarray:
     """A generator's state as JSON bytes in a uint8 array (checkpoints hold arrays, never pickles)."""
@@ -22,3 +24,6 @@ def parse_rng_state(rng: np.random.Generator, array: np.ndarray) -> dict:
     if saved != mine:
         raise ValueError(f"cannot load: saved rng is {saved!r}, this memory's is {mine!r}")
     return state
+
+
+check_module(globals())

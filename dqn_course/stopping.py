@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from dqn_course.contracts import check_module
 from dqn_course.profiling import format_bytes
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -102,3 +103,6 @@ class DiskFullError(OSError):
 def is_disk_full(error: BaseException) -> bool:
     """Whether ``error`` says the disk (or the user's quota) is full."""
     return isinstance(error, OSError) and error.errno in DISK_FULL_ERRNOS
+
+
+check_module(globals())

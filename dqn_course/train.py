@@ -34,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from dqn_course.contracts import check_module
 from dqn_course import ConfigError, add_field_options, require
 from dqn_course.agent import DQNAgent, td_loss, td_targets
 from dqn_course.allocation import dry_run
@@ -134,8 +135,6 @@ def set_up(cfg: Config, targets: Callable, loss: Callable, epsilon: Callable) ->
     file fails fast), build the run and restore that state into it. Writes nothing. Raises ``ConfigError``,
     ``InsufficientMemoryError``, ``InsufficientDiskError`` or ``CheckpointError``."""
     cfg.validate()
-    for name, fn in (("targets", targets), ("loss", loss), ("epsilon", epsilon)):
-        require(callable(fn), f"train(cfg, {name}=...) takes a function, got {fn!r}")
     require(not (cfg.per and loss is not td_loss),
             "--per true weights each transition's Huber loss by its importance weight; a loss function given to "
             "train() cannot take those weights: use the default loss with PER, or --per false")
@@ -257,8 +256,8 @@ def resume_command(argv: list[str], out_dir: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    cfg, preset, dry = parse_command(argv)
     try:
+        cfg, preset, dry = parse_command(argv)  # a config is checked as it is made
         if dry:
             print(dry_run(cfg, preset))
             return
@@ -289,3 +288,6 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+check_module(globals())

@@ -17,6 +17,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
+from dqn_course.contracts import check_module
 from dqn_course.profiling import available_bytes, format_bytes, rss_bytes
 
 
@@ -37,7 +38,7 @@ class MemoryWatchdog:
     warn_fraction: float = 0.9
     interval_s: float = 1.0
     warned: set[str] = field(default_factory=set)
-    _last: float = field(default=float("-inf"), repr=False)
+    _last: float = field(default=float("-inf"), init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.max_rss_bytes < 0 or self.min_available_bytes < 0:
@@ -78,3 +79,6 @@ class MemoryWatchdog:
         if kind not in self.warned:
             self.warned.add(kind)
             warnings.warn("memory watchdog: " + message, MemoryWarning, stacklevel=3)
+
+
+check_module(globals())

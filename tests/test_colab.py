@@ -171,9 +171,10 @@ def test_session_command_starts_then_resumes(tmp_path):
     assert colab.latest_step(run) == 200 and not colab.finished(run, 700) and colab.finished(run, 200)
 
 
-@pytest.mark.parametrize("limit", [0, -5, float("nan")])
-def test_a_session_without_a_positive_time_limit_is_refused(tmp_path, limit):
-    with pytest.raises(ValueError, match="time_limit must be > 0"):
+@pytest.mark.parametrize("limit, words", [(0, "time_limit must be > 0"), (-5, "time_limit must be > 0"),
+                                          (float("nan"), "time_limit must be a finite number")])
+def test_a_session_without_a_positive_time_limit_is_refused(tmp_path, limit, words):
+    with pytest.raises(ValueError, match=words):
         colab.session_command("quick", tmp_path, limit)
 
 

@@ -97,5 +97,5 @@ def test_a_missing_figure_names_the_notebook_to_run(folder):
 
 @pytest.mark.parametrize("bad", [True, None, [1], {"a": 1}])
 def test_a_figure_is_a_number_or_a_line(folder, bad):
-    with pytest.raises(TypeError, match="figure 'x' must be a number or a string"):
+    with pytest.raises(TypeError, match="record: x must be a number or a string"):
         figures.record("01_a", x=bad)

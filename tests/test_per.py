@@ -326,7 +326,7 @@ def test_prioritized_memory_rejects_an_unknown_tree():
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"alpha": -0.1}, "alpha must be >= 0"), ({"alpha": float("nan")}, "alpha must be a finite number"),
-    ({"alpha": "0.6"}, "alpha must be a finite number"), ({"eps": 0.0}, "eps must be > 0"),
+    ({"alpha": "0.6"}, "alpha must be a number"), ({"eps": 0.0}, "eps must be > 0"),
     ({"eps": float("inf")}, "eps must be a finite number"),
 ])
 def test_prioritized_memory_refuses_exponents_and_eps_outside_their_ranges(kwargs, match):
@@ -337,7 +337,7 @@ def test_prioritized_memory_refuses_exponents_and_eps_outside_their_ranges(kwarg
 def test_prioritized_memory_refuses_a_memory_that_cannot_report_its_valid_slots():
     from dqn_course.replay.rungs import StackedRingMemory
 
-    with pytest.raises(TypeError, match="memory must be a FrameSharingMemory or a MultiStreamMemory"):
+    with pytest.raises(TypeError, match="memory must be a .*FrameSharingMemory or a .*MultiStreamMemory"):
         PrioritizedMemory(StackedRingMemory(24, (4, 2, 2)))
 
 

@@ -177,8 +177,8 @@ def test_the_real_cli_prints_one_error_line(tmp_path, argv, message):
 @pytest.mark.parametrize("argv, error, message", REFUSED)
 def test_train_raises_the_same_error_before_writing_anything(tmp_path, argv, error, message):
     out = tmp_path / "run"
-    cfg = dataclasses.replace(parse_args(["--preset", "quick", *argv]), out_dir=str(out), progress=False)
-    with pytest.raises(error) as info:
+    with pytest.raises(error) as info:  # a field out of its range is refused as the config is made, the rest by train
+        cfg = dataclasses.replace(parse_args(["--preset", "quick", *argv]), out_dir=str(out), progress=False)
         train(cfg)
     assert message in str(info.value)
     assert not out.exists()

@@ -4,9 +4,10 @@
 
 The hot paths are the calls a training step makes: ``DQNAgent.act``, the memory's ``add_batch``, and with
 prioritized replay ``PrioritizedMemory.sample`` and ``update_priorities``. Side A runs this tree as it is; side B
-runs the same tree with the checks on those paths replaced by no-ops (``without_checks``: each check is a function
-of its own, so the switch names them, and fails if one is renamed). Each measurement runs in a fresh interpreter,
-one torch thread, the two sides alternating (A-B, then B-A) so drift hits both; each keeps its best round.
+runs the same tree with the checks on those paths replaced by no-ops (``without_checks``: the argument checks every
+public callable makes at its edge, ``dqn_course.contracts``, and the bodies' own checks). Each measurement runs in a
+fresh interpreter, one torch thread, the two sides alternating (A-B, then B-A) so drift hits both; each keeps its best
+round.
 
 Per call, each path is timed alone on a quick-preset-sized memory (1 env, 84x84 frames), by
 ``dqn_course.lab.bench.calls_per_second`` (best of three turns): the checks' cost in µs per call is the difference of
@@ -29,11 +30,31 @@ OBS = (4, 84, 84)
 
 
 def without_checks() -> None:
-    """Replace the input checks of the hot paths by no-ops, in this interpreter."""
+    """Replace the input checks of the hot paths by no-ops, in this interpreter: every argument check at the
+    package's edge (``dqn_course.contracts``' wrappers, taken off every loaded module and class) and the bodies'
+    own checks (each a function of its own, so the switch names them, and fails if one is renamed)."""
+    import sys
+
+    import numpy as np
+
     from dqn_course import per
     from dqn_course.agent import DQNAgent
     from dqn_course.replay import base, frame_sharing, multi_stream
 
+    def unwrapped(member):
+        func = member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
+        if not getattr(func, "__checked__", False):
+            return None
+        return type(member)(func.__wrapped__) if isinstance(member, (staticmethod, classmethod)) else func.__wrapped__
+
+    for module in [m for name, m in sys.modules.items() if name.startswith("dqn_course")]:
+        for name, obj in list(vars(module).items()):
+            if (bare := unwrapped(obj)) is not None:
+                setattr(module, name, bare)
+            elif isinstance(obj, type) and obj.__module__ == module.__name__:
+                for attr, member in list(vars(obj).items()):
+                    if (bare := unwrapped(member)) is not None:
+                        setattr(obj, attr, bare)
     DQNAgent._check_act = lambda self, states, epsilon: None
     multi_stream.MultiStreamMemory._check_add_batch = lambda self, *args: None
     frame_sharing.FrameSharingMemory._checked = lambda self, state, action, reward, next_state: (
@@ -43,6 +64,8 @@ def without_checks() -> None:
     base.ReplayMemory._check_batch_size = lambda self, batch_size: None
     per.check_arg = lambda *args, **kwargs: None
     per.PrioritizedMemory._check_update = lambda self, indices, td_errors: None
+    per.check_leaves = lambda name, values, integer=False, non_negative=True, any_shape=False: np.ascontiguousarray(
+        values, np.int64 if integer else np.float64)
 
 
 def path_rate(path: str, seconds: float) -> float:

@@ -13,6 +13,7 @@ from typing import NoReturn
 
 import numpy as np
 
+from dqn_course.contracts import check_module
 from dqn_course import ConfigError, add_field_options
 from dqn_course.distributed.config import DistConfig
 from dqn_course.distributed.driver import run
@@ -35,7 +36,8 @@ class Command:
 
 def parse_command(argv: list[str] | None = None) -> Command:
     """The flags in ``argv`` (default: ``sys.argv[1:]``) as a ``Command``; argparse exits with status 2 on a flag it
-    cannot read. The settings are not validated here (``DistConfig.validate``)."""
+    cannot read. Each setting is checked against its kind and range as the config is made (``ConfigError``); the
+    rules between settings are not checked here (``DistConfig.validate``)."""
     p = argparse.ArgumentParser(prog="python -m dqn_course.distributed", description=DESCRIPTION)
     p.add_argument("--address", default=None, help="join the Ray cluster at HOST:PORT (default: local Ray)")
     p.add_argument("--workers", type=int, default=DistConfig.num_workers, help="rollout workers")
@@ -60,9 +62,9 @@ def main(argv: list[str] | None = None) -> None:
     and exit status 2 (as argparse does); a cluster that cannot be joined, actors that never start, or a Ray
     without an API a local session needs, the same way with status 1.
     """
-    command = parse_command(argv)
-    cfg = command.cfg
     try:
+        command = parse_command(argv)  # a config is checked as it is made
+        cfg = command.cfg
         cfg.validate()
     except ConfigError as err:
         _fail(str(err), 2)
@@ -84,3 +86,6 @@ def main(argv: list[str] | None = None) -> None:
     if "eval" in summary:
         print(f"evaluation of weights version {summary['eval']['version']}: mean return "
               f"{np.mean(summary['eval']['returns']):.1f} over {len(summary['eval']['returns'])} games")
+
+
+check_module(globals())

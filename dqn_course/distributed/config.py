@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dqn_course.contracts import check_module
 from dqn_course import check_fields, check_ranges, require
 
 
@@ -46,13 +47,14 @@ class DistConfig:
     pending_report_seconds: float = 30.0  # report actors still waiting to start (or no result) this often
     start_timeout_seconds: float = 900.0  # fail if an actor has not started after this long; 0: wait for ever
 
-    def validate(self) -> None:
-        """Refuse settings that cannot work, before any actor starts: ``ConfigError`` (a ``ValueError``) naming
-        the setting, its value and what to change. The same field-type check as ``train.Config``
-        (``dqn_course.check_fields``), then ranges, then the rules between fields."""
-        flag = dist_flag
-        check_fields(self, flag)
-        check_ranges(self, flag=flag,
+    def __post_init__(self) -> None:
+        """A config is made with every field of its kind and in its range (``ConfigError``); the rules between
+        fields wait for ``validate`` (fields may still change before it)."""
+        self._check_fields()
+
+    def _check_fields(self) -> None:
+        check_fields(self, dist_flag)
+        check_ranges(self, flag=dist_flag,
                      positive=("num_workers", "total_steps", "chunk", "batch_size", "target_sync_every", "push_every",
                                "updates_per_call", "prefetch", "buffer_size", "lr", "max_grad_norm",
                                "max_episode_steps", "eval_max_steps", "max_learning_seconds",
@@ -60,6 +62,12 @@ class DistConfig:
                      non_negative=("learning_starts", "eps_alpha", "eval_episodes", "max_restarts", "seed",
                                    "learner_threads", "start_timeout_seconds"),
                      fractions=("gamma", "eps_base", "epsilon", "eval_epsilon"))
+
+    def validate(self) -> None:
+        """Refuse settings that cannot work, before any actor starts: ``ConfigError`` (a ``ValueError``) naming
+        the setting, its value and what to change. The same field-type check as ``train.Config``
+        (``dqn_course.check_fields``), then ranges, then the rules between fields."""
+        self._check_fields()
         require(self.learning_starts >= self.batch_size + self.num_workers,
                 f"--learning-starts must be at least --batch-size + --workers = {self.batch_size + self.num_workers} "
                 f"(each stream holds back one transition), got {self.learning_starts}")
@@ -90,3 +98,6 @@ def worker_epsilons(num_workers: int, base: float = 0.4, alpha: float = 7.0, fix
     if fixed is not None or num_workers == 1:
         return [base if fixed is None else fixed] * num_workers
     return [base ** (1 + alpha * i / (num_workers - 1)) for i in range(num_workers)]
+
+
+check_module(globals())

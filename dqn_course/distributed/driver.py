@@ -20,6 +20,7 @@ from typing import Any
 import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError
 
+from dqn_course.contracts import check_module
 from dqn_course.cleanup import exit_on_signals
 from dqn_course.distributed.config import DistConfig, worker_epsilons
 from dqn_course.distributed.placement import (actor_status, check_cluster_fits, cluster_nodes, cluster_state,
@@ -255,3 +256,6 @@ def _summarise(cfg: DistConfig, started: _Started, tally: _Tally, t_start: float
                                                       *placement["workers"], placement.get("evaluator"))
                                  if p is not None})
     return summary
+
+
+check_module(globals())

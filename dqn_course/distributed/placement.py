@@ -17,6 +17,7 @@ from typing import Any
 
 import ray
 
+from dqn_course.contracts import check_module
 from dqn_course.distributed.config import DistConfig
 from dqn_course.distributed.ray_private import DiagnosticsUnavailable, actor_table_entry, pending_resource_demands
 
@@ -176,3 +177,6 @@ def wait_started(actors: dict[str, tuple[Any, dict]], cfg: DistConfig) -> dict[s
         report(message + ", still waiting")
         next_report = now + cfg.pending_report_seconds
     return out
+
+
+check_module(globals())

@@ -12,6 +12,8 @@ from typing import Any
 
 import ray
 
+from dqn_course.contracts import check_module
+
 UNAVAILABLE = "cluster diagnostics unavailable with this Ray version"
 
 
@@ -74,3 +76,6 @@ def init_local(temp_dir: str, **kwargs: Any) -> None:
         raise RayVersionError(f"ray {ray.__version__} has no ray.init(_temp_dir=...), which a local session needs "
                               f"to keep its files in a folder it removes: install a Ray version that "
                               f"dqn-course[distributed] allows") from err
+
+
+check_module(globals())

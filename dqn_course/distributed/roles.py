@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import ray
 
+from dqn_course.contracts import SignedInt, check_module
 from dqn_course.distributed.config import DistConfig, worker_epsilons
 from dqn_course.envs import learning_signals, make_breakout
 from dqn_course.replay import Batch, MultiStreamMemory
@@ -196,7 +197,7 @@ class ParameterServer(_Role):
         self.ref, self.version = [ray.put(weights)], version
         return version
 
-    def latest(self, have: int = -1) -> tuple[int, list] | None:
+    def latest(self, have: SignedInt = -1) -> tuple[int, list] | None:
         """(version, [ref]) when newer than ``have``, else None."""
         return None if self.version <= have else (self.version, self.ref)
 
@@ -356,3 +357,6 @@ def _was_restarted() -> bool:
     if not ray.is_initialized() or ray.get_runtime_context().get_actor_id() is None:
         return False
     return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+
+
+check_module(globals())

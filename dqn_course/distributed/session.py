@@ -8,6 +8,7 @@ import os
 import psutil
 import ray
 
+from dqn_course.contracts import check_module
 from dqn_course.cleanup import OwnedTempDir, hold_exit_signals, release_exit_signals
 from dqn_course.distributed.ray_private import init_local
 
@@ -126,3 +127,6 @@ class RaySession:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+check_module(globals())

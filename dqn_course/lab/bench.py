@@ -23,11 +23,14 @@ from dataclasses import dataclass
 from collections.abc import Callable, Hashable, Iterator
 from itertools import count, islice
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from dqn_course.contracts import check_module
 from dqn_course.envs import make_breakout, make_raw_breakout
 from dqn_course.profiling import machine_summary
+from dqn_course.replay.base import MemoryLike
 
 try:
     import resource
@@ -142,7 +145,7 @@ def transitions(pool: FramePool, stack: int = 4) -> Iterator[Transition]:
         state = None if episode_end else next_state
 
 
-def fill(memory, pool: FramePool, n: int) -> None:
+def fill(memory: MemoryLike, pool: FramePool, n: int) -> None:
     """Add ``n`` transitions from the pool's stream, stacked to the memory's stack size."""
     for state, action, reward, next_state, done, episode_end in islice(transitions(pool, memory.stack), n):
         memory.add(state, action, reward, next_state, done, episode_end)
@@ -198,7 +201,14 @@ def timeit(fns: dict[Hashable, Callable[[], object]], min_seconds: float = 1.0, 
             for name in fns}
 
 
-def sampling_rates(memory, batch_size: int = 32, min_seconds: float = 1.0, rounds: int = 3) -> dict:
+@runtime_checkable
+class _Sampler(Protocol):
+    """What ``sampling_rates`` times: anything with ``sample(batch_size)`` (a replay memory, or a stand-in)."""
+
+    def sample(self, batch_size: int, *args, **kwargs) -> object: ...
+
+
+def sampling_rates(memory: _Sampler, batch_size: int = 32, min_seconds: float = 1.0, rounds: int = 3) -> dict:
     """Batches per wall-clock second and per CPU second, best of ``rounds`` rounds, and page faults per batch.
 
     ``timeit`` with one turn of ``min_seconds / rounds`` per round. The best round, not the mean: on a
@@ -214,7 +224,7 @@ def sampling_rates(memory, batch_size: int = 32, min_seconds: float = 1.0, round
             "minor_faults_per_batch": faults / stats["calls"]}
 
 
-def calls_per_second(fn, seconds: float, rounds: int = 3) -> float:
+def calls_per_second(fn: Callable, seconds: float, rounds: int = 3) -> float:
     """Calls per second: ``timeit``'s best of ``rounds`` turns of ``seconds / rounds`` each, after one warm-up call."""
     stats = timeit({"fn": fn}, min_seconds=0.0, rounds=rounds, turn_seconds=seconds / rounds)["fn"]
     return 1e3 / stats["best_ms"]
@@ -262,3 +272,6 @@ def save_results(path: str | Path, rows: list[dict], **settings) -> Path:
     doc = {"command": " ".join(sys.argv), "settings": settings, "environment": environment_info(), "rows": rows}
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path
+
+
+check_module(globals())

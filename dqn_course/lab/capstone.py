@@ -24,11 +24,12 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from dqn_course.contracts import check_module
 from dqn_course import check_arg, quick_mode
 from dqn_course.agent import DQNAgent, batch_to_tensors, update_stats
 from dqn_course.checkpoint import list_checkpoints, restore_training_state
 from dqn_course.learner import UpdateStats
-from dqn_course.replay.base import Batch
+from dqn_course.replay.base import Batch, MemoryLike
 from dqn_course.config import PRESETS, Config
 from dqn_course.records import (EVAL_FIELDS, LOG_FIELDS, CsvLog, GameLog, evaluate_and_log, load_resume,
                                 save_checkpoint, save_training_state)
@@ -93,7 +94,8 @@ class Run:
             raise TypeError(f"rng must be the loop's numpy Generator (np.random.default_rng), got {type(rng).__name__}")
         return SimpleNamespace(q=q, target=target, optimizer=optimizer, rng=rng)
 
-    def resume(self, q, target, optimizer, memory, rng: np.random.Generator) -> int:
+    def resume(self, q: torch.nn.Module, target: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               memory: MemoryLike, rng: np.random.Generator) -> int:
         """Load the newest good ``state-<step>.ckpt`` of the folder into these objects; returns its step (0 when the
         folder holds none: a fresh run, with fresh logs)."""
         parts = self._parts(q, target, optimizer, rng)
@@ -156,7 +158,8 @@ class Run:
         """Whether ``save_minutes`` have passed since the last save (or the resume)."""
         return time.monotonic() - self._saved_at >= self.save_minutes * 60
 
-    def save(self, step: int, q, target, optimizer, memory, rng: np.random.Generator) -> Path:
+    def save(self, step: int, q: torch.nn.Module, target: torch.nn.Module, optimizer: torch.optim.Optimizer,
+             memory: MemoryLike, rng: np.random.Generator) -> Path:
         """Write the whole training state at ``step`` (``state-<step>.ckpt``, atomically; the older ones but one
         go); returns its path."""
         self._started()
@@ -247,3 +250,6 @@ def gate_verdict(folder: str | Path, result: dict) -> tuple[bool, str]:
            "  - its log shows none of the usual causes: compare its diagnostics with the recorded runs' (section "
            "'When it does not learn')")
     return False, f"not yet: {head}, below the gate's {GATE_SCORE:g}. Likely causes, from its log:\n{why}"
+
+
+check_module(globals())

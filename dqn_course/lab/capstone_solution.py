@@ -16,11 +16,13 @@ from __future__ import annotations
 import argparse
 import copy
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from dqn_course.contracts import check_module
 from dqn_course.agent import td_loss as library_td_loss
 from dqn_course.agent import td_targets as library_td_targets
 from dqn_course.cleanup import exit_on_signals
@@ -32,8 +34,9 @@ from dqn_course.replay import FrameSharingMemory
 from dqn_course.train import Config, linear_epsilon
 
 
-def dqn_loop(cfg: Config, folder: str | Path, td_targets=library_td_targets, td_loss=library_td_loss,
-             epsilon_schedule=linear_epsilon, minutes: float | None = None) -> int:
+def dqn_loop(cfg: Config, folder: str | Path, td_targets: Callable = library_td_targets,
+             td_loss: Callable = library_td_loss, epsilon_schedule: Callable = linear_epsilon,
+             minutes: float | None = None) -> int:
     """Train a DQN on Breakout with ``cfg`` into ``folder`` (carrying on from its newest save); returns the last
     step. ``td_targets``, ``td_loss`` and ``epsilon_schedule`` take the arguments of notebooks 06 and 07's."""
     device = pick_device(cfg.device or None)
@@ -113,3 +116,6 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+check_module(globals())

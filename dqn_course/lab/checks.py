@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dqn_course.contracts import Count, check_module
 
 
 def _passed(message: str) -> bool:
@@ -298,7 +302,7 @@ def _prediction_hint(prediction, measured, rel: float, forgot: dict | None) -> s
     return f"{hint}: {why}"
 
 
-def check_prediction(prediction, measured, what: str, rel: float = 0.02, *,
+def check_prediction(prediction: Any, measured: float, what: str, rel: float = 0.02, *,
                      forgot: dict[float, str] | None = None) -> bool | None:
     """Notebooks 03-10: the learner's ``prediction`` (a number written *before* the measurement) against the
     ``measured`` value, within ``rel`` (2% by default; 0 asks for the exact value).
@@ -334,10 +338,12 @@ QUESTIONS = {
     "01.killed_scaling": ("b", "the baseline is in RAM on either machine, paid once: all the added RAM goes to "
                                "transitions, so the process lives twice your steps plus the baseline's worth of "
                                "steps (the baseline over the bytes per step)",
-                          {"a": "twice would hold for a process that starts from nothing; this one starts at its "
-                                "baseline (section 3), on either machine",
-                           "c": "each step adds the same bytes, but there is twice the RAM for them to fill: the "
-                                "step is where baseline plus growth reaches the RAM available (section 3)"}),
+                          {"a": "the baseline cancels in the bytes per step (a difference of two readings), not in "
+                                "the step at which a process is killed: work that step out for each machine from the "
+                                "RAM it has left once the baseline is in (section 3, *Extrapolate*)",
+                           "c": "your machine pays the baseline out of its RAM too: compare the RAM each machine has "
+                                "left for steps once the baseline is in, not the RAM each has (section 3, "
+                                "*Extrapolate*)"}),
     "01b.which_tool_sees": ("b", "an np.memmap's bytes are a file the OS maps into the process, not a buffer from "
                                  "NumPy's allocator, the one that reports to tracemalloc (section 2); RSS counts the "
                                  "mapped pages while they sit in RAM",
@@ -392,10 +398,12 @@ QUESTIONS = {
     "04.write_head": ("b", "the newest slot starts no transition yet (its next-state frame is not written), and the "
                            "seven slots after the head lost a frame of their 8-frame states to earlier writes: "
                            "1,000 - 1 - 7",
-                      {"a": "the oldest transitions' states reach 7 slots back, into slots the head has already "
-                            "overwritten (section 4, *The write head*)",
-                       "c": "the newest slot starts no transition until its next-state frame is written (section 4, "
-                            "*The write head*)"}),
+                      {"a": "a slot holds the newest frame of its own state: count how many of an 8-frame state's "
+                            "frames lie in the slots behind it, the ones the head may have overwritten (section 4, "
+                            "*The write head*)",
+                       "c": "a next state is its state moved on by one frame, so a transition waits for one frame "
+                            "after its slot, not eight; and a state reaches back only through its older frames "
+                            "(section 2, *Building a stack by index*, and section 4, *The write head*)"}),
     "05.deque_walk": ("b", "at a million rows the time goes into reaching the rows, not choosing them: deque[i] walks "
                            "64-item blocks from the nearer end, whoever picked i",
                       {"a": "choosing 32 positions costs little at any capacity; the part that grows with N is "
@@ -422,10 +430,12 @@ QUESTIONS = {
                                    "batched call pays it once for all its targets: 128 share it instead of 32, so "
                                    "each carries about a quarter. On a CPU the arithmetic is a real part of the cost, "
                                    "so section 2's plot can show a smaller gain, or none",
-                              {"a": "on a GPU the arithmetic of a small pass is nearly free (section 5): what is left "
-                                    "of a call's cost, and how many targets share it?",
-                               "c": "four times the arithmetic is still microseconds on a GPU (section 5): what "
-                                    "dominates a call there, and how many targets share it?"}),
+                              {"a": "a call checks its arguments and launches each layer's kernels once, whatever "
+                                    "batch it carries: that is what makes its price fixed (the *Why* at the top, "
+                                    "section 5). How many targets share it?",
+                               "c": "on a GPU the arithmetic of a small pass is expected to be nearly free (section "
+                                    "5): four times nearly free is still small beside a call's fixed price. How many "
+                                    "targets share that price?"}),
     "06.double_lower": ("a", "the maximum of more noisy estimates lands higher: with 18 errors to pick from, the "
                              "largest is larger (section 3's simulation with 18 columns would show it)",
                         {"b": "the max picks the luckiest error: the more errors there are to pick from, the luckier "
@@ -440,10 +450,12 @@ QUESTIONS = {
                           "each way's time shrinks? (the *Why* at the top, section 5)"}),
     "06.truncation_bootstraps": ("c", "a clock stopped the episode, not the agent: marked done, a state with a "
                                       "future is taught it has none, and nothing in it says why (*Why (1 − done)*)",
-                                 {"a": "done removes the bootstrap; a time limit should keep it, since the state "
-                                       "could have gone on (*Why (1 − done)*)",
-                                  "b": "the target knows nothing of poles: it only drops the next state's value "
-                                       "(*Why (1 − done)*)"}),
+                                 {"a": "done = 1 says that a state has no future, not only that its episode "
+                                       "stopped: a clock stopped this one, and the state could have gone on (*Why "
+                                       "(1 − done)*, the time-limit case)",
+                                  "b": "(1 − done) removes only the next state's value from the target; the "
+                                       "transition stays in the batch, and its loss still pulls its value towards "
+                                       "that target (*Why (1 − done)*)"}),
     "06.target_network": ("a", "a target copied after every update moves with every update: the network chases a "
                                "moving target again",
                           {"b": "a copy is cheap; what matters is whether the targets stay put between updates "
@@ -550,8 +562,11 @@ QUESTIONS = {
                      {"a": "every weight changes by the same factor; divide by the largest and see what is left",
                       "c": "only β and the ratios between the probabilities survive the division"}),
     "09.what_sets_speed": ("b", "a batch decompresses 32 x 5 = 160 frames, so the decompression time sets the rate",
-                           {"a": "the ratio decides the RAM, not how fast a batch is drawn",
-                            "c": "each frame is compressed once, when stored, but decompressed at every draw"}),
+                           {"a": "the ratio decides how much RAM the memory takes: copying a few hundred bytes per "
+                                 "frame is not where a batch's time goes (section 3, *What the numbers say*)",
+                            "c": "a frame is compressed once, when it is stored, not while batches are drawn: count "
+                                 "what drawing a batch does to each of its frames (section 3, *What the numbers "
+                                 "say*)"}),
     "09.cold_disk": ("c", "cold, every frame is a read at a random place on the device; warm, its page is in RAM",
                      {"a": "the disk store keeps raw frames, uncompressed",
                       "b": "a memory-mapped gather reads only the pages its frames lie on"}),
@@ -572,19 +587,23 @@ QUESTIONS = {
     "10.samples_per_step": ("b", "the single process ties one update to every 4 agent steps, so a faster game brings "
                                  "its updates along and samples per step stay 32 / 4 = 8; Ray's worker steps without "
                                  "waiting for the learner, so the same updates/s meet more steps",
-                            {"a": "the single-process loop learns once every 4 agent steps, however fast the steps "
-                                  "come: its learner speeds up with the game (the question at the top of the page)",
-                             "c": "a transition stays in the memory for a fixed number of steps; a faster game sends "
-                                  "them by sooner, and fewer batches are drawn while it is there unless the updates "
-                                  "keep pace (section 4, samples/step)"}),
+                            {"a": "the gradient step does cost what it did, but notebook 07's loop learns once every "
+                                  "4 agent steps: count updates per agent step, not per second (*The question* at "
+                                  "the top of the page, and section 4, samples/step)",
+                             "c": "a learner at its own pace draws as many batches per second as before: compare that "
+                                  "with the transitions per second the faster worker sends. And what ties notebook "
+                                  "07's updates to its steps? (*The shape*, the learner's line, and section 4, "
+                                  "samples/step)"}),
     "10.second_worker": ("c", "a worker needs a core; with none idle it takes turns with the learner and the rest",
                          {"a": "Ray places as many workers as there are logical CPUs declared",
                           "b": "the replay actor keeps one stream per worker"}),
 }
 
 
-def check_question(key: str, answer) -> bool | None:
+def check_question(key: str, answer: Any) -> bool | None:
     """Notebooks 01-10: a short multiple-choice question; ``answer`` is a letter, e.g. ``"b"``."""
+    if key not in QUESTIONS:
+        raise KeyError(f"check_question: key {key!r} names no question here (e.g. {next(iter(QUESTIONS))!r})")
     right, why, hints = QUESTIONS[key]
     if answer is None:
         return _not_answered_yet("write the letter of your answer, e.g. \"a\"")
@@ -597,7 +616,7 @@ def check_question(key: str, answer) -> bool | None:
 
 # --- notebooks 04-06: frame sharing, the ring buffer, batched targets ---------------------------------------
 
-def check_stack_at(stack_at) -> bool | None:
+def check_stack_at(stack_at: Any) -> bool | None:
     """Notebook 04: ``stack_at(frames, first, t, stack=4)`` builds the state whose newest frame is ``frames[t]``.
 
     ``frames`` holds one frame per step in order, ``first[k]`` is True where frame k starts an episode.
@@ -606,6 +625,7 @@ def check_stack_at(stack_at) -> bool | None:
     """
     if stack_at is None:
         return _not_answered_yet("write stack_at(frames, first, t, stack=4)")
+    assert callable(stack_at), f"pass the function itself, e.g. check_stack_at(stack_at), got {stack_at!r}"
     import numpy as np
 
     from dqn_course.lab.toy import frame_numbers, numbered_transitions
@@ -672,7 +692,7 @@ def check_stack_at(stack_at) -> bool | None:
                    "at an episode start")
 
 
-def check_ring(ring_class) -> bool | None:
+def check_ring(ring_class: Any) -> bool | None:
     """Notebook 05: a preallocated ring ``ring_class(capacity, item_shape, dtype)`` with
     ``add(item)``, ``len(ring)`` and ``sample(batch_size, rng)`` (an array of ``batch_size`` items).
 
@@ -682,6 +702,7 @@ def check_ring(ring_class) -> bool | None:
     """
     if ring_class is None:
         return _not_answered_yet("write the ring class")
+    assert isinstance(ring_class, type), f"pass the class itself, e.g. check_ring(Ring), got {ring_class!r}"
     import numpy as np
 
     from dqn_course.profiling import TraceMalloc
@@ -1034,7 +1055,7 @@ def check_td_loss(td_loss) -> bool | None:
 
 # --- notebook 07: does it learn? ----------------------------------------------------------------------------
 
-def check_updates_in_run(answer) -> bool | None:
+def check_updates_in_run(answer: Any) -> bool | None:
     """Notebook 07: gradient updates in a 10,000,000-agent-step run with learning_starts=80,000 and train_every=4.
 
     ``train.train`` makes no update before ``learning_starts``, then one per ``train_every`` agent
@@ -1071,6 +1092,12 @@ def check_updates_in_run(answer) -> bool | None:
 EPSILON_CASES = ((1.0, 0.01, 100_000), (1.0, 0.1, 1_000_000), (0.5, 0.05, 250))  # (start, end, decay_steps)
 
 
+def _line(step: float, start: float, end: float, decay_steps: float) -> float:
+    """``linear_epsilon``'s line where the diagnosis needs more than it takes: before step 0, or over a decay
+    length that is no whole number (the one a wrong schedule's values imply)."""
+    return end + (start - end) * max(0.0, 1.0 - step / decay_steps)
+
+
 def _epsilon_hint(got: dict[int, float], start: float, end: float, decay_steps: int) -> tuple[int, str]:
     """The first step where a schedule's values ``got`` (step -> ε) go wrong, and what the schedule most likely
     does there, compared with the usual mistakes."""
@@ -1096,7 +1123,7 @@ def _epsilon_hint(got: dict[int, float], start: float, end: float, decay_steps: 
         return first, ("ε jumps from start to end at decay_steps: the fraction of the decay done is computed by "
                        "integer division, which stays 0 until decay_steps; it should grow a little at every step")
     for shift in (1, -1):  # the whole line one step early or late: step 0 is not where the line starts
-        shifted = [linear_epsilon(s + shift, start, end, n) for s in got]
+        shifted = [_line(s + shift, start, end, n) for s in got]
         if any(all(close(v, w) for v, w in zip(got.values(), line))
                for line in (shifted, [min(start, w) for w in shifted])):
             return first, (f"off by one step: at every step ε is the line's value one step "
@@ -1115,7 +1142,7 @@ def _epsilon_hint(got: dict[int, float], start: float, end: float, decay_steps: 
                                "a step is that step out of decay_steps, no more and no less")
     if got[1] < start:
         other = (start - end) / (start - got[1])  # the decay length a straight line through got[0], got[1] has
-        if abs(other / n - 1) > 0.01 and all(close(v, linear_epsilon(s, start, end, other)) for s, v in got.items()):
+        if abs(other / n - 1) > 0.01 and all(close(v, _line(s, start, end, other)) for s, v in got.items()):
             return first, (f"ε reaches `end` at about step {other:,.0f}, not at decay_steps = {n:,}: decay_steps is "
                            "already a number of steps (not a fraction of the run), so the fraction of the decay done "
                            "at a step is that step out of decay_steps itself")
@@ -1173,7 +1200,7 @@ IS_PROBABILITIES = (0.4, 0.3, 0.2, 0.1)  # P(i) of the four sampled transitions 
 IS_N, IS_BETA = 1_000, 0.5
 
 
-def check_is_weights(answer) -> bool | None:
+def check_is_weights(answer: Any) -> bool | None:
     """Notebook 08: importance-sampling weights of transitions drawn with P = (0.4, 0.3, 0.2, 0.1), N = 1,000, β = 0.5.
 
     w_i = (N · P(i)) ** -β, divided by the largest w in the batch: (0.5, 0.577, 0.707, 1.0).
@@ -1234,7 +1261,7 @@ def _slot_overheads() -> dict[str, int]:
             "bytes_header": sys.getsizeof(b"")}
 
 
-def check_min_compression_ratio(answer) -> bool | None:
+def check_min_compression_ratio(answer: Any) -> bool | None:
     """Notebook 09: the smallest compression ratio (84x84 frame bytes / payload bytes) at which a 1M-slot
     ``FrameSharingMemory(storage="lz4")`` fits in 1 GB = 10^9 bytes.
 
@@ -1278,7 +1305,7 @@ def check_min_compression_ratio(answer) -> bool | None:
 
 # --- notebook 09, second half: resuming a run ---------------------------------------------------------------
 
-def check_resume_config(cfg, run_dir) -> bool | None:
+def check_resume_config(cfg: Any, run_dir: str | Path) -> bool | None:
     """Notebook 09: a ``Config`` that resumes the killed run in ``run_dir`` and trains it further.
 
     Right when ``cfg.resume`` names the run (its folder or one of its ``state-*.ckpt`` files), the
@@ -1318,7 +1345,7 @@ def check_resume_config(cfg, run_dir) -> bool | None:
 CHUNK_STEPS, FRAME_BYTES, STACK = 100, 84 * 84, 4  # notebook 10's exercise: a chunk from the middle of a game
 
 
-def check_chunk_bytes(answer) -> bool | None:
+def check_chunk_bytes(answer: Any) -> bool | None:
     """Notebook 10: pixel bytes in a chunk of 100 transitions from the middle of a game (no episode start in it).
 
     A chunk carries its first state as a full 4-stack and then one new 84x84 uint8 frame per step:
@@ -1349,7 +1376,7 @@ def check_chunk_bytes(answer) -> bool | None:
 
 # --- notebook 07c: does my DQN learn? -------------------------------------------------------------------------
 
-def check_capstone(run, games: int = 30) -> bool | None:
+def check_capstone(run: str | Path | None, games: Count = 30) -> bool | None:
     """Notebook 07c's gate: the policy of the learner's run (a run folder or its ``checkpoint.pt``) plays ``games``
     whole games on seeds the run never used (ε = 0.05, unclipped score, ``dqn_course.evaluate``), beside random
     play on the same games; it passes at a mean of ``capstone.GATE_SCORE`` or more over 30 games.
@@ -1465,3 +1492,6 @@ def check_capstone_loop(my_dqn) -> bool | None:
 
 
 CAPSTONE_STOP = 450  # the step at which check_capstone_loop interrupts the learner's first call
+
+
+check_module(globals())

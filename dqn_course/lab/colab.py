@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dqn_course.contracts import check_module
 from dqn_course.checkpoint import checkpoint_step, list_checkpoints
 from dqn_course.lab.playback import plot_run
 
@@ -109,3 +110,6 @@ def plot_sessions(run_dir: str | Path, stops: list[int], title: str = ""):
                        label="a session stopped, the next resumed" if i == 0 and ax is fig.axes[0] else None)
     fig.axes[0].legend(loc="upper left", fontsize=8)
     return fig
+
+
+check_module(globals())

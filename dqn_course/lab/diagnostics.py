@@ -21,7 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+from dqn_course.contracts import check_module
 from dqn_course import check_arg
+from dqn_course.config import Config
 from dqn_course.lab import checks
 from dqn_course.lab.playback import moving_average, read_log, recorded_runs
 from dqn_course.profiling import GB, MiB
@@ -43,7 +45,7 @@ def verdict(name: str, fn: Callable | None) -> str | None:
     return None if passed else "not written yet"
 
 
-def train_beside(cfg, out_root: str | Path, *, targets: Callable | None = None, loss: Callable | None = None,
+def train_beside(cfg: Config, out_root: str | Path, *, targets: Callable | None = None, loss: Callable | None = None,
                  epsilon: Callable | None = None) -> dict[str, dict]:
     """Train ``cfg`` (a ``train.Config``) with the library's rule into ``out_root/library``, and, when one of the
     learner's functions passes its check, again from the same seed with those functions (the library's for the
@@ -150,7 +152,8 @@ def plot_diagnostics(runs: dict[str, str | Path | dict], title: str = "", window
     return fig
 
 
-def learner_rule(td_targets=None, td_loss=None, epsilon_schedule=None) -> tuple:
+def learner_rule(td_targets: Callable | None = None, td_loss: Callable | None = None,
+                 epsilon_schedule: Callable | None = None) -> tuple:
     """``(td_targets, td_loss, epsilon_schedule)`` for notebook 07c's loop: each of the learner's that passes its
     check (``checks.check_td_targets`` ...), the library's for the others; prints one line per function saying
     which."""
@@ -169,7 +172,7 @@ def learner_rule(td_targets=None, td_loss=None, epsilon_schedule=None) -> tuple:
     return tuple(chosen)
 
 
-def learner_loop(my_dqn):
+def learner_loop(my_dqn: Callable | None) -> Callable:
     """The learner's loop when it passes ``checks.check_capstone_loop`` (run quietly), else the worked loop
     (``capstone_solution.dqn_loop``); prints which (notebook 07c)."""
     from dqn_course.lab.capstone_solution import dqn_loop
@@ -182,3 +185,6 @@ def learner_loop(my_dqn):
         return dqn_loop
     print("your loop" if passed else "the worked loop: yours is not written yet")
     return my_dqn if passed else dqn_loop
+
+
+check_module(globals())

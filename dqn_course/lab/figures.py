@@ -28,6 +28,7 @@ import platform
 from datetime import datetime, timezone
 from pathlib import Path
 
+from dqn_course.contracts import check_module
 from dqn_course import quick_mode
 
 MEASURED_DIR = Path(__file__).resolve().parents[2] / "data" / "measured"
@@ -89,11 +90,9 @@ def _write(notebook: str, doc: dict) -> None:
 def record(notebook: str, **values: float | int | str) -> None:
     """Write ``values`` as ``notebook``'s figures (default mode only; quick mode writes nothing).
 
-    Raises ``TypeError`` for a value that is not a number or a string (a figure is one number or one line).
+    Raises ``TypeError`` for a value that is not a finite number or a string (a figure is one number or one line):
+    the annotation's rule, checked at the call (``dqn_course.contracts``).
     """
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            raise TypeError(f"figure {name!r} must be a number or a string, got {type(value).__name__}")
     if quick_mode():
         return
     doc = load(notebook)
@@ -147,3 +146,6 @@ def bench_context(name: str) -> str:
     where = f"a {env.get('cpu_count', '?')}-core {env.get('cpu', 'CPU')}" + (f" with one {gpu}" if gpu else "")
     when = str(env.get("date", "an unrecorded date"))[:16].replace("T", " ")
     return f"recorded by {doc.get('command', 'a benchmark').split()[0]} on {where}, {when} (data/bench/{name})"
+
+
+check_module(globals())

@@ -20,6 +20,7 @@ import cv2
 import gymnasium as gym
 import numpy as np
 
+from dqn_course.contracts import check_module
 from dqn_course.envs import ENV_ID, _register, make_raw_breakout
 
 RAW_SHAPE = (210, 160, 3)
@@ -103,7 +104,7 @@ class RecordScreens(gym.Wrapper):
         self.screens = deque([obs], maxlen=2)
         return obs, info
 
-    def step(self, action):
+    def step(self, action: int):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.screens.append(obs)
         return obs, reward, terminated, truncated, info
@@ -156,6 +157,9 @@ def consecutive_screens(game: str = "ALE/SpaceInvaders-v5", n: int = 200, seed: 
     return out
 
 
-def state_bytes(dtype, stack: int = 4, size: int = SCREEN_SIZE) -> int:
+def state_bytes(dtype: type | np.dtype | str, stack: int = 4, size: int = SCREEN_SIZE) -> int:
     """Bytes of one (stack, size, size) state in ``dtype``: pixels x bytes per pixel."""
     return stack * size * size * np.dtype(dtype).itemsize
+
+
+check_module(globals())

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from dqn_course.contracts import check_module
 from dqn_course import quick_mode
 from dqn_course.lab.bench import FramePool, play_frames, transitions
 from dqn_course.profiling import (TraceMalloc, available_bytes, fits_in_ram, format_bytes, measure_in_subprocess,
@@ -139,8 +140,9 @@ def _row(stage: Stage, capacity: int, m: dict, seconds: float, available: int) -
     }
 
 
-def run_ladder(transitions_per_stage: int | None = None, stages=STAGES, max_bytes_per_stage: int = 2 * 10**9,
-               with_tracemalloc: bool = True, progress: Callable[[str], None] | None = None) -> list[dict]:
+def run_ladder(transitions_per_stage: int | None = None, stages: Iterable[Stage] = STAGES,
+               max_bytes_per_stage: int = 2 * 10**9, with_tracemalloc: bool = True,
+               progress: Callable[[str], None] | None = None) -> list[dict]:
     """Measure every stage in its own fresh process; one row (dict) per stage.
 
     A stage whose fill would exceed ``max_bytes_per_stage`` (or a quarter of the available RAM)
@@ -214,3 +216,6 @@ def plot_ladder(rows: list[dict], ram_bytes: int | None = None):
     ax.set_title("The memory ladder: Breakout replay memory per transition")
     fig.legend(loc="outside lower center", ncols=2, fontsize=8)
     return fig
+
+
+check_module(globals())

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dqn_course.contracts import check_module
+
 #: (stage name in ``ladder.STAGES_BY_NAME``, notebook that takes that rung), from the top of the ladder down.
 COURSE_RUNGS = (
     ("raw_rgb_stack4_copies", "00"),
@@ -119,3 +121,6 @@ def plot_memory_layouts(rows: int = 4):
                    arrowprops={"arrowstyle": "->"})
     right.text(5.5, 0.3, "a batch = one fancy index per array", ha="center", fontsize=8)
     return fig
+
+
+check_module(globals())

@@ -52,6 +52,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from dqn_course.contracts import check_module
 from dqn_course.lab.frames import blog_preprocess
 from dqn_course.profiling import rss_bytes
 from dqn_course.replay import NaiveDequeMemory, held_bytes, root_buffer
@@ -85,7 +86,8 @@ class BlogCNN(nn.Module):
     itself (mean over colour, every second row and column) so both see the same picture.
     """
 
-    def __init__(self, n_actions: int, frame_shape=BLOG_FRAME_SHAPE, widths=(16, 32, 32), hidden: int = 256):
+    def __init__(self, n_actions: int, frame_shape: tuple[int, ...] = BLOG_FRAME_SHAPE,
+                 widths: tuple[int, int, int] = (16, 32, 32), hidden: int = 256):
         super().__init__()
         self.frame_shape = tuple(frame_shape)
         self.raw = self.frame_shape == RAW_FRAME_SHAPE
@@ -116,7 +118,8 @@ class NaiveAgent:
 
     def __init__(self, n_actions: int, frames: str = "blog", capacity: int = 1_000_000, gamma: float = 0.99,
                  eps: float = 1.0, eps_min: float = 0.01, eps_decay: float = 0.95, lr: float = 2.5e-4,
-                 tau: float = 0.125, seed: int = 0, widths=(16, 32, 32), hidden: int = 256):
+                 tau: float = 0.125, seed: int = 0, widths: tuple[int, int, int] = (16, 32, 32),
+                 hidden: int = 256):
         if frames not in FRAMES:
             raise ValueError(f"frames must be one of {FRAMES}, got {frames!r}")
         torch.manual_seed(seed)
@@ -153,7 +156,7 @@ class NaiveAgent:
             return int(self.rng.integers(self.n_actions))
         return int(np.argmax(self.predict(self.model, state)[0]))
 
-    def remember(self, state, action, reward, new_state, done) -> None:
+    def remember(self, state: np.ndarray, action: int, reward: float, new_state: np.ndarray, done: bool) -> None:
         self.memory.add(state, action, reward, new_state, done)
 
     def replay(self, batch_size: int) -> float | None:
@@ -282,7 +285,8 @@ def count_predict_calls(batch_size: int = 32, seed: int = 0) -> int:
 
 
 # -- small fresh-process experiments ----------------------------------------------------------------
-def fill_free_refill(n: int = 2000, frame_shape=BLOG_FRAME_SHAPE, rounds: int = 3, trim: bool = False) -> list[dict]:
+def fill_free_refill(n: int = 2000, frame_shape: tuple[int, ...] = BLOG_FRAME_SHAPE, rounds: int = 3,
+                     trim: bool = False) -> list[dict]:
     """Fill a ``NaiveDequeMemory`` with ``n`` transitions (s and s' copies), free it, again ``rounds`` times.
 
     For each round: the RSS growth while filling, the RSS change when freeing, and the bytes that
@@ -348,7 +352,7 @@ def hold_env_frames(n: int = 1000, seed: int = 0) -> dict:
     return result
 
 
-def main(argv=None) -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="Run the Stack Overflow question's agent; record RSS every few steps.")
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--frames", choices=FRAMES, default="blog")
@@ -372,3 +376,6 @@ def main(argv=None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+check_module(globals())

@@ -9,12 +9,14 @@ episode returns: a demonstration that PER plugs into a learner, not a benchmark 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import numpy as np
 
+from dqn_course.contracts import check_module
 from dqn_course.lab.bench import timeit
 from dqn_course.lab.per_trees import PerItemSumTree, SumTree
-from dqn_course.per import CompiledSumTree, beta_at, importance_weights
+from dqn_course.per import CompiledSumTree, beta_at, check_leaves, importance_weights
 
 
 def filled_trees(capacity: int, seed: int = 0) -> tuple[np.ndarray, dict]:
@@ -57,7 +59,13 @@ class VectorReplay:
         self.max_priority = 1.0
         self.rng = np.random.default_rng(seed)
 
-    def add(self, obs, action, reward, next_obs, done) -> None:
+    def add(self, obs: np.ndarray | Sequence[float], action: int, reward: float,
+            next_obs: np.ndarray | Sequence[float], done: bool) -> None:
+        for name, value in (("obs", obs), ("next_obs", next_obs)):
+            value = np.asarray(value)
+            if value.shape != self.obs.shape[1:] or value.dtype.kind not in "iuf" or not np.isfinite(value).all():
+                raise ValueError(f"{name} must be {self.obs.shape[1]} finite floats, got "
+                                 f"{value.dtype}{list(value.shape)}")
         k = self.head
         self.obs[k], self.actions[k], self.rewards[k] = obs, action, reward
         self.next_obs[k], self.dones[k] = next_obs, done
@@ -75,10 +83,15 @@ class VectorReplay:
             weights = importance_weights(self.tree.get(idx) / self.tree.total, self.size, beta)
         return self.obs[idx], self.actions[idx], self.rewards[idx], self.next_obs[idx], self.dones[idx], weights, idx
 
-    def update_priorities(self, indices, td_errors) -> None:
-        priorities = np.abs(np.asarray(td_errors, np.float64)) + self.eps
-        self.max_priority = max(self.max_priority, float(priorities.max()))
+    def update_priorities(self, indices: np.ndarray | Sequence[int], td_errors: np.ndarray | Sequence[float]) -> None:
+        indices = check_leaves("indices", indices, integer=True)
+        td_errors = check_leaves("td_errors", td_errors, non_negative=False)
+        if td_errors.size != indices.size or (indices.size and indices.max() >= self.size):
+            raise ValueError(f"indices ({indices.size}, each a stored transition in [0, {self.size})) and td_errors "
+                             f"({td_errors.size}) must pair one error with each index")
+        priorities = np.abs(td_errors) + self.eps
         self.tree.update(indices, priorities ** self.alpha)
+        self.max_priority = max(self.max_priority, float(priorities.max()))
 
 
 def run_cartpole(prioritized: bool, steps: int, seed: int = 0, *, capacity: int = 10_000, batch_size: int = 64,
@@ -146,3 +159,6 @@ def run_cartpole(prioritized: bool, steps: int, seed: int = 0, *, capacity: int 
         return {"returns": np.array(returns), "ends": np.array(ends), "seconds": time.perf_counter() - t0}
     finally:
         torch.set_num_threads(threads)
+
+
+check_module(globals())

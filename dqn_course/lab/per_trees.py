@@ -9,7 +9,13 @@ Both have the compiled tree's interface (``update``, ``find``/``find_one``, ``sa
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+import torch
+
+from dqn_course.contracts import check_module
+from dqn_course.per import check_leaves
 
 
 class SumTree:
@@ -50,17 +56,22 @@ class SumTree:
     def nbytes(self) -> int:
         return self.leaves.nbytes + self.block_sums.nbytes + self.block_prefix.nbytes + self.shifted.nbytes
 
-    def get(self, indices) -> np.ndarray:
-        return self.leaves.reshape(-1)[np.asarray(indices)]
+    def get(self, indices: np.ndarray | Sequence[int]) -> np.ndarray:
+        return self.leaves.reshape(-1)[self._indices(indices)]
 
-    def update(self, indices, values) -> None:
+    def _indices(self, indices) -> np.ndarray:
+        indices = check_leaves("indices", indices, integer=True, non_negative=False)
+        if indices.size and (indices.min() < 0 or indices.max() >= self.capacity):
+            raise IndexError(f"leaf indices must be in [0, {self.capacity})")
+        return indices
+
+    def update(self, indices: np.ndarray | Sequence[int], values: np.ndarray | Sequence[float]) -> None:
         """Set leaves (the last value wins for repeated indices) and refresh the sums above them."""
-        indices = np.asarray(indices, np.int64)
-        values = np.asarray(values, np.float64)
+        indices, values = self._indices(indices), check_leaves("values", values)
+        if indices.size != values.size:
+            raise ValueError(f"got {indices.size} indices but {values.size} values")
         if indices.size == 0:
             return
-        if indices.min() < 0 or indices.max() >= self.capacity:
-            raise IndexError(f"leaf indices must be in [0, {self.capacity})")
         with np.errstate(over="ignore"):  # an overflowing sum is the error reported below, not a warning
             finite = np.isfinite(values.sum())
         if not (values.min() >= 0 and finite):  # NaN fails the first test
@@ -76,9 +87,9 @@ class SumTree:
             rows = np.cumsum(self.leaves, axis=1)
         self.shifted[blocks] = rows + blocks[:, None] * self.stride
 
-    def find(self, mass) -> np.ndarray:
+    def find(self, mass: np.ndarray | Sequence[float]) -> np.ndarray:
         """Leaves whose cumulative interval [before, before + priority) holds each mass, all at once."""
-        mass = np.asarray(mass, np.float64)
+        mass = check_leaves("mass", mass, non_negative=False, any_shape=True)  # below 0: rounding
         b = np.minimum(np.searchsorted(self.block_prefix, mass, side="right"), self.n_blocks - 1)
         rest = mass - np.where(b > 0, self.block_prefix[b - 1], 0.0)
         rest = np.minimum(rest, np.nextafter(self.block_sums[b], 0))  # rounding must not spill into block b+1
@@ -110,7 +121,11 @@ class PerItemSumTree:
     def total(self) -> float:
         return self.tree[1]
 
-    def update(self, indices, values) -> None:
+    def update(self, indices: np.ndarray | Sequence[int], values: np.ndarray | Sequence[float]) -> None:
+        indices, values = check_leaves("indices", indices, integer=True), check_leaves("values", values)
+        if indices.size != values.size or (indices.size and indices.max() >= self.capacity):
+            raise ValueError(f"indices ({indices.size}, in [0, {self.capacity})) and values ({values.size}) "
+                             f"must pair one value with each leaf")
         for i, v in zip(indices, values):
             node = int(i) + self.size
             self.tree[node] = float(v)
@@ -119,7 +134,7 @@ class PerItemSumTree:
                 self.tree[node] = self.tree[2 * node] + self.tree[2 * node + 1]
                 node //= 2
 
-    def find_one(self, mass: float) -> int:
+    def find_one(self, mass: float | torch.Tensor) -> int:
         node = 1
         while node < self.size:
             left = 2 * node
@@ -139,3 +154,6 @@ class PerItemSumTree:
 # Eager signatures: the kernels are compiled (or loaded from numba's on-disk cache) when this module is
 # imported, never on a first call inside a timing, and an argument of another dtype is an error, not a
 # silent recompilation. ``CompiledSumTree`` converts its arguments before calling them.
+
+
+check_module(globals())

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dqn_course.contracts import check_module
+
 
 def _box(ax, x, y, text, color, w=0.2, h=0.16):
     from matplotlib.patches import FancyBboxPatch
@@ -57,7 +59,7 @@ def draw_dqn_loop():
     return fig
 
 
-def draw_view_keeps_base(view, crop: int = 12):
+def draw_view_keeps_base(view: np.ndarray, crop: int = 12):
     """Left: the top-left ``crop`` x ``crop`` pixels of ``view.base`` (or of the array ``view`` is a view of,
     following ``.base`` to the owner), the ones the view addresses in orange, the rest in gray: all of them stay
     in memory while the view lives. Right: the view's ``nbytes`` against its owner's."""
@@ -94,3 +96,6 @@ def draw_view_keeps_base(view, crop: int = 12):
     ax2.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
     return fig
+
+
+check_module(globals())

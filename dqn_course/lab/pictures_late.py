@@ -8,10 +8,14 @@ Each returns a ``matplotlib.figure.Figure`` made without pyplot (Jupyter display
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
+from dqn_course.contracts import check_module
 
-def sum_tree_walk(nodes, mass: float) -> list[tuple[int, float]]:
+
+def sum_tree_walk(nodes: np.ndarray | Sequence[float], mass: float) -> list[tuple[int, float]]:
     """The nodes a root-to-leaf walk visits for ``mass`` in a binary sum tree stored as ``CompiledSumTree`` stores
     it (node 1 the root, node n's children 2n and 2n+1, leaves from ``len(nodes) // 2``), each with the mass left
     on arriving there: go left when the mass is below the left child's sum, else subtract that sum and go right."""
@@ -25,7 +29,7 @@ def sum_tree_walk(nodes, mass: float) -> list[tuple[int, float]]:
     return path
 
 
-def draw_sum_tree(nodes, mass: float | None = None, title: str = ""):
+def draw_sum_tree(nodes: np.ndarray | Sequence[float], mass: float | None = None, title: str = ""):
     """Draw a small binary sum tree (up to 16 leaves): every node with its sum, leaves named by index, and, if
     ``mass`` is given, the walk that finds the leaf owning it, with the mass left at each node."""
     from matplotlib.figure import Figure
@@ -102,8 +106,8 @@ def draw_compressed_slot(ring_bytes: dict[str, int], pointer_bytes: int, header_
     return fig
 
 
-def draw_kill_resume(first_games, checkpoints, saved_step: int, resumed_games, total: int,
-                     killed_after: int | None = None):
+def draw_kill_resume(first_games: np.ndarray | Sequence[int], checkpoints: np.ndarray | Sequence[int], saved_step: int,
+                     resumed_games: np.ndarray | Sequence[int], total: int, killed_after: int | None = None):
     """A kill -> resume timeline on the agent-step axis: the first run (its finished games, its checkpoints,
     the SIGKILL), the steps lost between the checkpoint the resume used and the kill, and the resumed run (from
     ``saved_step`` to ``total``, its games). ``first_games``/``resumed_games``: the steps at which games ended, as
@@ -131,3 +135,6 @@ def draw_kill_resume(first_games, checkpoints, saved_step: int, resumed_games, t
     ax.set_xlabel("agent step")
     ax.legend(fontsize=7, loc="upper left", ncol=4, frameon=False, bbox_to_anchor=(0, 1.18))
     return fig
+
+
+check_module(globals())

@@ -19,15 +19,19 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dqn_course.contracts import check_module
 from dqn_course.replay import FrameSharingMemory, MultiStreamMemory
 
 if TYPE_CHECKING:
+    import torch
+
     from dqn_course.agent import DQNAgent
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
@@ -119,7 +123,7 @@ def read_log(path: str | Path) -> dict[str, np.ndarray]:
             for name in rows[0]}
 
 
-def moving_average(values, window: int) -> np.ndarray:
+def moving_average(values: np.ndarray | Sequence[float], window: int) -> np.ndarray:
     """Mean of the last ``window`` values at each point (fewer at the start); same length as ``values``."""
     values = np.asarray(values, dtype=float)
     if values.size == 0:
@@ -228,7 +232,8 @@ def plot_learning(runs: dict[str, str | Path], random_mean: float, published: li
     return fig
 
 
-def save_gif(frames, path: str | Path, every: int = 2, fps: int = 15, scale: int = 1) -> Path:
+def save_gif(frames: np.ndarray | Sequence[np.ndarray], path: str | Path, every: int = 2, fps: int = 15,
+             scale: int = 1) -> Path:
     """Write RGB screens (every ``every``-th one) as a looping GIF with Pillow; returns the path."""
     from PIL import Image
 
@@ -245,7 +250,7 @@ def save_gif(frames, path: str | Path, every: int = 2, fps: int = 15, scale: int
 
 # -- checkpoints and play ---------------------------------------------------------------------------------
 
-def load_agent(path: str | Path, device=None) -> tuple[DQNAgent, dict]:
+def load_agent(path: str | Path, device: str | torch.device | None = None) -> tuple[DQNAgent, dict]:
     """A ``DQNAgent`` playing with the weights of a ``records.save_checkpoint`` file; also returns its step and config.
 
     The file holds the online network alone (``{"q", "config", "step", "evaluation"}``); the target network is set
@@ -303,7 +308,8 @@ def play_scores(agent: DQNAgent | None, games: int, epsilon: float = 0.05, max_s
     return [play_episode(agent, epsilon, max_steps, seed + i, render=False).score for i in range(games)]
 
 
-def animate(frames, fps: int = 10, every: int = 3, title: str = "", scale: float = 1.5):
+def animate(frames: np.ndarray | Sequence[np.ndarray], fps: int = 10, every: int = 3, title: str = "",
+            scale: float = 1.5):
     """A matplotlib animation of RGB screens (every ``every``-th one); ``.to_jshtml()`` shows it inline.
 
     Screens are drawn ``scale`` times their size with nearest-neighbour pixels (crisp, and small as
@@ -349,3 +355,6 @@ def allocate_replay(capacity: int, num_streams: int = 1, prefault: bool = True) 
         memory = MultiStreamMemory(capacity, num_streams, prefault=prefault)
     _KEPT.append(memory)
     return {"capacity": capacity, "num_streams": num_streams, "nbytes": int(memory.nbytes)}
+
+
+check_module(globals())

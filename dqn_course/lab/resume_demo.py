@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from dqn_course.contracts import check_module
 from dqn_course.checkpoint import checkpoint_step, list_checkpoints, read_checkpoint, write_checkpoint
 from dqn_course.lab.bench import FramePool, fill, timeit
 from dqn_course.replay import FrameSharingMemory, NaiveDequeMemory
@@ -110,3 +111,6 @@ def kill_hard(proc: subprocess.Popen) -> int:
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     return proc.returncode
+
+
+check_module(globals())

@@ -16,6 +16,7 @@ import logging
 import os
 import warnings
 
+from dqn_course.contracts import check_module
 from dqn_course.cleanup import OwnedTempDir
 
 BATCH = 32
@@ -140,3 +141,6 @@ def format_table(rows: list[dict]) -> str:
                    f"{r['steps_vs_train']:>16.2f}x {r['updates_vs_train']:>18.2f}x {r['samples_per_step']:>13.1f} "
                    f"{r['learner_threads']:>16}")
     return "\n".join(out)
+
+
+check_module(globals())

@@ -4,16 +4,18 @@ from __future__ import annotations
 import gc
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from dqn_course.lab.bench import fill, sampling_rates, timeit
+from dqn_course.contracts import check_module
+from dqn_course.lab.bench import FramePool, fill, sampling_rates, timeit
 from dqn_course.replay import FrameSharingMemory
 from dqn_course.replay.stores import CODECS, DiskFrames, codec_functions
 
 
-def compare_codecs(frames: np.ndarray, codecs=CODECS, rounds: int = 3) -> list[dict]:
+def compare_codecs(frames: np.ndarray, codecs: Sequence[str] = CODECS, rounds: int = 3) -> list[dict]:
     """Per codec: mean compressed bytes per frame, ratio, and µs to compress / decompress one frame (best round)."""
     frames = np.ascontiguousarray(frames, np.uint8)
     frame_bytes = int(np.prod(frames.shape[1:]))
@@ -48,7 +50,7 @@ def rss_split() -> tuple[int, int]:
     return info.rss - shared, shared
 
 
-def filesystem_type(path) -> str | None:
+def filesystem_type(path: str | Path) -> str | None:
     """The type of the filesystem ``path`` lies on (``ext4``, ``tmpfs``, ...), from /proc/mounts; None elsewhere."""
     try:
         mounts = Path("/proc/mounts").read_text().splitlines()
@@ -67,7 +69,7 @@ def filesystem_type(path) -> str | None:
     return kind
 
 
-def can_drop_page_cache(path, frames: int = 64) -> tuple[bool, str]:
+def can_drop_page_cache(path: str | Path, frames: int = 64) -> tuple[bool, str]:
     """Whether a cold read can really be measured in directory ``path``: (True or False, why, in words).
 
     Writes a small disk-backed store there, drops its pages the way ``cold_sampling_rate`` does, and
@@ -99,7 +101,8 @@ def can_drop_page_cache(path, frames: int = 64) -> tuple[bool, str]:
         store.close()
 
 
-def cold_sampling_rate(memory, batch_size: int = 32, seconds: float = 1.0, min_batches: int = 20) -> dict:
+def cold_sampling_rate(memory: FrameSharingMemory, batch_size: int = 32, seconds: float = 1.0,
+                       min_batches: int = 20) -> dict:
     """Batches/s of a disk-backed memory with the page cache dropped before every batch (only ``sample`` timed).
 
     Not ``bench.timeit``: untimed work (dropping the cache) comes before every call, and the answer is
@@ -118,8 +121,8 @@ def cold_sampling_rate(memory, batch_size: int = 32, seconds: float = 1.0, min_b
     return {"batches_per_s": n / elapsed, "batches": n, "cached_before": max(known) if known else None}
 
 
-def measure_storage(storage: str, capacity: int, pool, path=None, seconds: float = 1.0, batch_size: int = 32,
-                    cold_seconds: float | None = 1.0) -> dict:
+def measure_storage(storage: str, capacity: int, pool: FramePool, path: str | Path | None = None, seconds: float = 1.0,
+                    batch_size: int = 32, cold_seconds: float | None = 1.0) -> dict:
     """Fill one ``FrameSharingMemory(capacity, storage=...)`` from ``pool`` and measure it; for a fresh process.
 
     Meant for ``profiling.measure_in_subprocess(measure_storage, ...)``: RSS is read in that process
@@ -150,3 +153,6 @@ def measure_storage(storage: str, capacity: int, pool, path=None, seconds: float
         row.update({"cold_batches_per_s": round(cold["batches_per_s"], 1), "cold_batches": cold["batches"],
                     "cached_before_cold": cold["cached_before"]})
     return row
+
+
+check_module(globals())

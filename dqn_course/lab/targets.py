@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from dqn_course.contracts import check_module
+
 
 @torch.no_grad()
 def per_sample_targets(rewards: torch.Tensor, dones: torch.Tensor, next_states: torch.Tensor, online: torch.nn.Module,
@@ -24,3 +26,6 @@ def per_sample_targets(rewards: torch.Tensor, dones: torch.Tensor, next_states: 
         next_v = next_q[online(s2)[0].argmax()] if double else next_q.max()
         out[i] = rewards[i] + (0.0 if dones[i] else gamma * next_v)
     return out
+
+
+check_module(globals())

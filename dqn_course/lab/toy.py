@@ -9,13 +9,18 @@ independently of any replay memory, so they can serve as ground truth.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Collection, Sequence
 
 import numpy as np
+
+from dqn_course.contracts import check_module
+from dqn_course.replay import FrameSharingMemory
 
 __all__ = ["numbered_transitions", "frame_numbers", "describe_ring"]
 
 
-def numbered_transitions(episode_lengths, stack: int = 4, frame_shape=(1, 1), life_lost=(), truncated=(),
+def numbered_transitions(episode_lengths: Sequence[int], stack: int = 4, frame_shape: tuple[int, ...] = (1, 1),
+                         life_lost: Collection[int] = (), truncated: Collection[int] = (),
                          start: int = 0) -> list[tuple]:
     """(state, action, reward, next_state, done, episode_end) for episodes of the given lengths.
 
@@ -46,13 +51,13 @@ def numbered_transitions(episode_lengths, stack: int = 4, frame_shape=(1, 1), li
     return out
 
 
-def frame_numbers(stack_array) -> list[int]:
+def frame_numbers(stack_array: np.ndarray | Sequence[np.ndarray]) -> list[int]:
     """The running numbers of the frames in a stack (or a list of frames): one pixel of each."""
     a = np.asarray(stack_array)
     return [int(f.flat[0]) for f in a]
 
 
-def describe_ring(memory) -> str:
+def describe_ring(memory: FrameSharingMemory) -> str:
     """A FrameSharingMemory's slots as a small table: frame number, episode start, valid, the write head."""
     C = memory.capacity
     filled = min(memory.written, C)
@@ -65,3 +70,6 @@ def describe_ring(memory) -> str:
     }
     w = max(3, max(len(c) for col in cells.values() for c in col) + 1)
     return "\n".join(f"{name:>6} " + "".join(f"{c:>{w}}" for c in col) for name, col in cells.items()).rstrip()
+
+
+check_module(globals())

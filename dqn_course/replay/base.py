@@ -17,10 +17,12 @@ can look every sampled transition up in a plain list.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from dqn_course.contracts import check_module
 from dqn_course.profiling import check_fits
 
 
@@ -52,7 +54,11 @@ def check_obs_shape(obs_shape) -> tuple[int, ...]:
     return obs_shape
 
 
-def check_seed(seed) -> None:
+DType = type | np.dtype | str  # what np.dtype takes here: np.uint8, np.dtype('float32'), 'uint8'
+Seed = int | np.random.SeedSequence | np.random.BitGenerator | np.random.Generator | None  # what default_rng takes
+
+
+def check_seed(seed: Seed) -> None:
     """A seed numpy's ``default_rng`` takes: None, a whole number >= 0, a ``SeedSequence`` or a generator."""
     if seed is None or isinstance(seed, (np.random.SeedSequence, np.random.BitGenerator, np.random.Generator)):
         return
@@ -72,10 +78,22 @@ def check_stack_shift(state_bytes: bytes, next_bytes: bytes, stack: int) -> None
                          f"returned for this state")
 
 
+@runtime_checkable
+class MemoryLike(Protocol):
+    """A replay memory as the loops, checkpoints and benchmarks use it: any ``ReplayMemory``, or a wrapper that
+    keeps its API (``dqn_course.per.PrioritizedMemory``)."""
+
+    def add(self, *args, **kwargs) -> None: ...
+
+    def sample(self, batch_size: int, *args, **kwargs) -> Batch: ...
+
+    def __len__(self) -> int: ...
+
+
 class ReplayMemory:
     """What all memories share: input checks, the seeded generator, the sample-size check."""
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype=np.uint8, seed: int | None = None):
+    def __init__(self, capacity: int, obs_shape: Sequence[int], obs_dtype: DType = np.uint8, seed: Seed = None):
         obs_shape = check_obs_shape(obs_shape)
         check_seed(seed)
         if not isinstance(capacity, (int, np.integer)) or isinstance(capacity, bool) or capacity < 1:
@@ -181,7 +199,8 @@ class PreallocatedRing(ReplayMemory):
     when the arrays to allocate do not fit, ``ValueError`` for a given array of the wrong shape or dtype.
     """
 
-    def __init__(self, capacity, obs_shape, obs_dtype, seed, arrays: dict, prefault: bool, extra_host_bytes: int = 0,
+    def __init__(self, capacity: int, obs_shape: Sequence[int], obs_dtype: DType, seed: Seed, arrays: dict,
+                 prefault: bool, extra_host_bytes: int = 0,
                  given: dict[str, np.ndarray] | None = None):
         super().__init__(capacity, obs_shape, obs_dtype, seed)
         given = given or {}
@@ -215,22 +234,25 @@ def text_array(value: str) -> np.ndarray:
     return np.frombuffer(value.encode(), np.uint8).copy()
 
 
-def shown(array) -> str:
+def shown(array: np.ndarray) -> str:
     """A config value from a state dict, readable in an error message."""
     array = np.asarray(array)
     return repr(array.tobytes().decode()) if array.dtype == np.uint8 else str(array.tolist())
 
 
-def require_keys(state: dict, keys) -> None:
+def require_keys(state: dict, keys: Iterable[str]) -> None:
     """``ValueError`` naming the keys ``state`` lacks."""
     missing = [k for k in keys if k not in state]
     if missing:
         raise ValueError(f"cannot load: the state has no {', '.join(missing)}")
 
 
-def check_array(name: str, saved, shape: tuple[int, ...], dtype) -> None:
+def check_array(name: str, saved: np.ndarray, shape: Sequence[int], dtype: DType) -> None:
     """``ValueError`` unless the saved array has this shape and dtype."""
     saved = np.asarray(saved)
     if saved.shape != tuple(shape) or saved.dtype != np.dtype(dtype):
         raise ValueError(f"cannot load: saved {name} is {saved.dtype}{list(saved.shape)}, "
                          f"this memory's is {np.dtype(dtype)}{list(shape)}")
+
+
+check_module(globals())

@@ -1,13 +1,17 @@
 """The library's replay memory: one frame per agent step in a ring, stacks rebuilt by index at sample time."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dqn_course.contracts import check_module
 from dqn_course.replay.base import (
     Batch,
     PreallocatedRing,
+    Seed,
     check_array,
     check_obs_shape,
     check_seed,
@@ -16,8 +20,18 @@ from dqn_course.replay.base import (
     shown,
     text_array,
 )
-from dqn_course.replay.stores import STORAGES, check_disk_space, make_store, planned_host_bytes
+from dqn_course.replay.stores import (
+    STORAGES,
+    HostStore,
+    TorchFrames,
+    check_disk_space,
+    make_store,
+    planned_host_bytes,
+)
 from dqn_course.rng import parse_rng_state, rng_state_array
+
+if TYPE_CHECKING:  # torch is loaded only by memories that keep frames on a device
+    import torch
 
 ValidityListener = Callable[[np.ndarray, np.ndarray], None]  # (slots, now_valid) after each add
 
@@ -73,8 +87,10 @@ class FrameSharingMemory(PreallocatedRing):
                    "valid": np.bool_, "ids": np.int64}  # per-slot bookkeeping: 16 bytes a slot
     RING_ARRAYS = tuple(RING_DTYPES)
 
-    def __init__(self, capacity: int, obs_shape=(4, 84, 84), seed: int | None = None, padding: str = "repeat",
-                 prefault: bool = False, device=None, storage: str = "ram", path=None, frames=None, ring=None):
+    def __init__(self, capacity: int, obs_shape: Sequence[int] = (4, 84, 84), seed: Seed = None,
+                 padding: str = "repeat", prefault: bool = False, device: torch.device | str | None = None,
+                 storage: str = "ram", path: str | Path | None = None, frames: HostStore | TorchFrames | None = None,
+                 ring: dict[str, np.ndarray] | None = None):
         obs_shape = check_obs_shape(obs_shape)  # before anything reads it
         check_seed(seed)
         if device is not None:
@@ -162,22 +178,31 @@ class FrameSharingMemory(PreallocatedRing):
         the memory as it was: ``next_state`` must be ``state`` shifted by one frame (a frame stack), and in an
         episode ``state`` must be the previous ``next_state`` (else pass ``episode_end=True`` on the step after
         which the env was reset); ``done``/``episode_end`` bools, ``reward`` finite."""
+        self._store(*self._check_add(state, action, reward, next_state, done, episode_end))
+
+    def _check_add(self, state, action, reward, next_state, done, episode_end) -> tuple:
+        """``add``'s checks, writing nothing: the checked arguments and ``next_state``'s bytes, for ``_store``."""
         state, action, reward, next_state = self._checked(state, action, reward, next_state)
         done = self._check_flag("done", done)
         episode_end = done if episode_end is None else self._check_flag("episode_end", episode_end)
+        next_bytes = None
         if self._check_continuity:  # both stack checks: two memcmp's of bytes
             state_bytes, next_bytes = state.tobytes(), next_state.tobytes()
             check_stack_shift(state_bytes, next_bytes, self.stack)
             if self._in_episode and state_bytes != self._next_state:
                 raise ValueError(_NOT_CONTINUED)
+        elif self._in_episode and not np.array_equal(self._last_frame, state[-1]):  # the A/B's baseline
+            raise ValueError(_NOT_CONTINUED)
+        return state, action, reward, next_state, done, episode_end, next_bytes
+
+    def _store(self, state, action, reward, next_state, done, episode_end, next_bytes) -> None:
+        """Write one transition ``_check_add`` passed."""
         if not self._in_episode:
             # Episode start: store the frames after the padding; stacks_at pads back to the left.
             p = self._padding_prefix(state)
             for i in range(p, self.stack):
                 self._write_frame(state[i], first=(i == p))
             self._in_episode = True
-        elif not self._check_continuity and not np.array_equal(self._last_frame, state[-1]):  # the A/B's baseline
-            raise ValueError(_NOT_CONTINUED)
         k = (self.head - 1) % self.capacity  # slot of state's newest frame (the last one written)
         self.actions[k], self.rewards[k], self.dones[k], self.ids[k] = action, reward, done, self.added
         self._write_frame(next_state[-1], first=False)
@@ -354,7 +379,7 @@ _NOT_CONTINUED = ("state does not continue the previous transition's next_state:
                   "after which the environment was reset")
 
 
-def check_storage(storage: str, path, device) -> None:
+def check_storage(storage: str, path: str | Path | None, device: torch.device | str | None) -> None:
     """Storage options that cannot work together are refused before anything is built."""
     if storage not in STORAGES:
         raise ValueError(f"storage must be one of {STORAGES}, got {storage!r}")
@@ -365,3 +390,5 @@ def check_storage(storage: str, path, device) -> None:
         raise ValueError("storage='disk' needs path=<directory for the frames file>, and only it takes a path; "
                          f"got storage={storage!r}, path={path!r}")
 
+
+check_module(globals())

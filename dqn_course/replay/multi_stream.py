@@ -1,13 +1,25 @@
 """One frame-sharing ring per environment of a vector env, sampled as one memory."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from dqn_course.contracts import Count, check_module
 from dqn_course.profiling import check_fits
-from dqn_course.replay.base import Batch, ReplayMemory, check_array, check_obs_shape, check_seed, require_keys
+from dqn_course.replay.base import Batch, ReplayMemory, Seed, check_array, check_obs_shape, check_seed, require_keys
 from dqn_course.replay.frame_sharing import FrameSharingMemory, ValidityListener, check_storage, stack_windows
 from dqn_course.replay.stores import check_disk_space, make_store, planned_host_bytes
 from dqn_course.rng import parse_rng_state, rng_state_array
+
+if TYPE_CHECKING:  # torch is loaded only by memories that keep frames on a device
+    import torch
+
+
+_BATCH_NAMES = {"state": "states", "action": "actions", "reward": "rewards", "next_state": "next_states",
+                "done": "dones", "episode_end": "episode_ends"}  # add's argument -> add_batch's
 
 
 class MultiStreamMemory(ReplayMemory):
@@ -28,8 +40,9 @@ class MultiStreamMemory(ReplayMemory):
     in one vectorised pass.
     """
 
-    def __init__(self, capacity: int, num_streams: int, obs_shape=(4, 84, 84), seed: int | None = None,
-                 padding: str = "repeat", prefault: bool = False, device=None, storage: str = "ram", path=None):
+    def __init__(self, capacity: int, num_streams: int, obs_shape: Sequence[int] = (4, 84, 84), seed: Seed = None,
+                 padding: str = "repeat", prefault: bool = False, device: torch.device | str | None = None,
+                 storage: str = "ram", path: str | Path | None = None):
         obs_shape = check_obs_shape(obs_shape)  # before anything reads them
         check_seed(seed)
         if device is not None:
@@ -81,30 +94,48 @@ class MultiStreamMemory(ReplayMemory):
         self.streams[self._check_stream(stream)].add(state, action, reward, next_state, done, episode_end)
         self.added += 1
 
-    def add_batch(self, states, actions, rewards, next_states, dones, episode_ends, mask=None) -> None:
+    def add_batch(self, states: np.ndarray | Sequence, actions: np.ndarray | Sequence,
+                  rewards: np.ndarray | Sequence, next_states: np.ndarray | Sequence, dones: np.ndarray | Sequence,
+                  episode_ends: np.ndarray | Sequence, mask: np.ndarray | Sequence | None = None) -> None:
         """Add one transition per env; ``mask[i] = False`` skips env i (e.g. an autoreset step).
 
-        Every argument holds exactly one entry per stream (env), ``mask`` is None or that many bools; a
-        refused transition (see ``FrameSharingMemory.add``) stops the batch there, with the envs before it stored.
+        Every argument holds exactly one entry per stream (env) (numpy arrays, or lists of them, of numbers or of
+        bools), ``mask`` None or that many bools.
+        Every transition is checked (as ``FrameSharingMemory.add`` checks one) before any is stored, so a refused
+        batch leaves the memory as it was.
         """
+        states, actions, rewards, next_states, dones, episode_ends = (
+            np.asarray(a) for a in (states, actions, rewards, next_states, dones, episode_ends))
         if mask is not None:
             mask = np.asarray(mask)
         self._check_add_batch(states, actions, rewards, next_states, dones, episode_ends, mask)
+        checked = []
+        for i, stream in enumerate(self.streams):
+            if mask is None or mask[i]:
+                try:
+                    checked.append((stream, stream._check_add(states[i], actions[i], rewards[i], next_states[i],
+                                                              dones[i], episode_ends[i])))
+                except (TypeError, ValueError) as error:  # its message starts with the argument's name
+                    first = str(error).split(" ", 1)[0]
+                    raise type(error)(f"{_BATCH_NAMES.get(first, 'the batch')}[{i}]: {error}") from None
         with self.streams[0].frames.deferred():  # one transfer of all new frames (device bank), at the end
-            for i, stream in enumerate(self.streams):
-                if mask is None or mask[i]:
-                    stream.add(states[i], actions[i], rewards[i], next_states[i], dones[i], episode_ends[i])
-                    self.added += 1
+            for stream, transition in checked:
+                stream._store(*transition)
+                self.added += 1
 
     def _check_add_batch(self, states, actions, rewards, next_states, dones, episode_ends, mask) -> None:
         """``add_batch``'s own check (``ValueError``): one entry per stream in each argument, ``mask`` None or that
         many bools. Each transition is checked again by its stream's ``add``."""
-        n = len(self.streams)
-        for name, values in (("states", states), ("actions", actions), ("rewards", rewards),
-                             ("next_states", next_states), ("dones", dones), ("episode_ends", episode_ends)):
-            if len(values) != n:
-                raise ValueError(f"{name} has {len(values)} entries, this memory has {n} streams (one per env): "
-                                 f"pass one entry per env, mask=False for the envs to skip")
+        n, obs = len(self.streams), self.streams[0].obs_shape
+        for name, values, item, kinds in (("states", states, obs, "u"), ("actions", actions, (), "iu"),
+                                          ("rewards", rewards, (), "iuf"), ("next_states", next_states, obs, "u"),
+                                          ("dones", dones, (), "b"), ("episode_ends", episode_ends, (), "b")):
+            if len(values) != n if values.ndim else True:
+                raise ValueError(f"{name} has {len(values) if values.ndim else 0} entries, this memory has {n} "
+                                 f"streams (one per env): pass one entry per env, mask=False for the envs to skip")
+            if values.shape[1:] != item or values.dtype.kind not in kinds:
+                raise TypeError(f"{name} must hold {n} entries of shape {item} and dtype kind {kinds!r}, got "
+                                f"{values.dtype}{list(values.shape)}")
         if mask is not None and (mask.shape != (n,) or mask.dtype != np.bool_):
             raise ValueError(f"mask must be None or {n} bools (one per stream), got {mask.dtype}{list(mask.shape)}")
 
@@ -151,7 +182,7 @@ class MultiStreamMemory(ReplayMemory):
         slots = np.concatenate([s.draw_slots(c) for s, c in zip(self.streams, counts) if c])
         return streams, slots
 
-    def draw_windows(self, n: int) -> tuple[np.ndarray, ...]:
+    def draw_windows(self, n: Count) -> tuple[np.ndarray, ...]:
         """``n`` transitions drawn uniformly, with replacement, over all that can be sampled, as ``window_at``
         returns them: (n, stack+1) frame slots of the bank (stream i's slot k is ``i * C + k``), then actions
         (int64), rewards (float32) and dones (float32); in no particular order.
@@ -161,8 +192,6 @@ class MultiStreamMemory(ReplayMemory):
         is not valid, which is uniform over the valid ones. Raises ``ValueError`` for n < 1, an empty memory, or
         ``padding="zero"`` (its windows need a mask: use ``batch_at``).
         """
-        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"n must be a whole number >= 1 (transitions to draw), got {n!r}")
         if self.streams[0].padding != "repeat":
             raise ValueError("draw_windows gives windows by index only: use padding='repeat'")
         if len(self) == 0:
@@ -236,3 +265,6 @@ class MultiStreamMemory(ReplayMemory):
             s.apply_state(part, c)
         self.rng.bit_generator.state = rng
         self.added = int(state["added"])
+
+
+check_module(globals())

@@ -18,10 +18,12 @@ from __future__ import annotations
 import random
 import sys
 from collections import deque
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from dqn_course.replay.base import Batch, PreallocatedRing, ReplayMemory, check_stack_shift
+from dqn_course.contracts import check_module
+from dqn_course.replay.base import Batch, DType, PreallocatedRing, ReplayMemory, Seed, check_stack_shift
 
 
 def root_buffer(arr: np.ndarray):
@@ -36,7 +38,7 @@ def root_buffer(arr: np.ndarray):
     return b
 
 
-def held_bytes(rows) -> int:
+def held_bytes(rows: Iterable) -> int:
     """Bytes that ``[state, action, reward, next_state, done, ...]`` rows keep alive.
 
     A view (``frame[::2, ::2]``, or an observation the emulator hands out) keeps its whole base
@@ -75,7 +77,8 @@ class NaiveDequeMemory(ReplayMemory):
     O(N), and ``np.stack`` then copies the batch together.
     """
 
-    def __init__(self, capacity: int, obs_shape=(4, 84, 84), obs_dtype=np.uint8, seed: int | None = None,
+    def __init__(self, capacity: int, obs_shape: Sequence[int] = (4, 84, 84), obs_dtype: DType = np.uint8,
+                 seed: Seed = None,
                  copy_states: bool = False):
         super().__init__(capacity, obs_shape, obs_dtype, seed)
         self.copy_states = copy_states
@@ -110,7 +113,8 @@ class NaiveDequeMemory(ReplayMemory):
 class StackedRingMemory(PreallocatedRing):
     """A preallocated ring holding s and s' as full stacks: fast, but every frame is stored 8 times."""
 
-    def __init__(self, capacity: int, obs_shape=(4, 84, 84), obs_dtype=np.uint8, seed: int | None = None,
+    def __init__(self, capacity: int, obs_shape: Sequence[int] = (4, 84, 84), obs_dtype: DType = np.uint8,
+                 seed: Seed = None,
                  prefault: bool = False):
         arrays = {"states": (obs_shape, obs_dtype), "next_states": (obs_shape, obs_dtype),
                   "actions": ((), np.uint8), "rewards": ((), np.float32), "dones": ((), np.bool_),
@@ -146,7 +150,8 @@ class FoldedRingMemory(PreallocatedRing):
     This relies on s' being s shifted by one new frame, which a frame stack guarantees.
     """
 
-    def __init__(self, capacity: int, obs_shape=(4, 84, 84), obs_dtype=np.uint8, seed: int | None = None,
+    def __init__(self, capacity: int, obs_shape: Sequence[int] = (4, 84, 84), obs_dtype: DType = np.uint8,
+                 seed: Seed = None,
                  prefault: bool = False):
         folded = (obs_shape[0] + 1, *obs_shape[1:])
         arrays = {"folded": (folded, obs_dtype), "actions": ((), np.uint8), "rewards": ((), np.float32),
@@ -173,3 +178,5 @@ class FoldedRingMemory(PreallocatedRing):
     def __len__(self) -> int:
         return min(self.added, self.capacity)
 
+
+check_module(globals())

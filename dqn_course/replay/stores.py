@@ -47,11 +47,16 @@ import sys
 import tempfile
 import weakref
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dqn_course.contracts import check_module
 from dqn_course.profiling import format_bytes
 from dqn_course.replay.base import check_array
+
+if TYPE_CHECKING:  # torch is loaded only by the stores that keep frames on a device
+    import torch
 
 __all__ = [
     "STORAGES",
@@ -201,7 +206,8 @@ class TorchFrames:
 
     STATE_KEYS = ("frames",)
 
-    def __init__(self, capacity: int, frame_shape: tuple[int, ...], device, what: str = "a frame store", tensor=None):
+    def __init__(self, capacity: int, frame_shape: tuple[int, ...], device: torch.device | str,
+                 what: str = "a frame store", tensor: torch.Tensor | None = None):
         import torch
 
         from dqn_course.device import Uploader, check_fits_on_device  # torch: loaded only by device memories
@@ -443,7 +449,8 @@ def _remove_file(file: str) -> None:
         pass
 
 
-def planned_host_bytes(storage: str, capacity: int, frame_shape: tuple[int, ...], device=None) -> int:
+def planned_host_bytes(storage: str, capacity: int, frame_shape: tuple[int, ...],
+                       device: torch.device | str | None = None) -> int:
     """What a store preallocates in host RAM (the memory guard's share): frames, list slots, or nothing."""
     if storage == "ram":  # a torch tensor on the CPU is host RAM too
         on_host = device is None or str(device).startswith("cpu")
@@ -451,7 +458,8 @@ def planned_host_bytes(storage: str, capacity: int, frame_shape: tuple[int, ...]
     return capacity * POINTER_BYTES if storage in CODECS else 0
 
 
-def make_store(storage: str, capacity: int, frame_shape: tuple[int, ...], path=None, device=None,
+def make_store(storage: str, capacity: int, frame_shape: tuple[int, ...], path: str | Path | None = None,
+               device: torch.device | str | None = None,
                prefault: bool = False, what: str | None = None):
     """The frame store for ``storage`` (one of ``STORAGES``); ``device`` (torch) puts "ram" frames there.
 
@@ -467,3 +475,6 @@ def make_store(storage: str, capacity: int, frame_shape: tuple[int, ...], path=N
     if storage == "disk":
         return DiskFrames(capacity, frame_shape, path, what=what)
     raise ValueError(f"storage must be one of {STORAGES}, got {storage!r}")
+
+
+check_module(globals())
