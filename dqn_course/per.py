@@ -120,14 +120,7 @@ class CompiledSumTree:
         return self.nodes.nbytes
 
     def get(self, indices: np.ndarray | Sequence[int]) -> np.ndarray:
-        indices = self._indices(indices)
-        return self.nodes[self.size + indices]
-
-    def _indices(self, indices) -> np.ndarray:
-        indices = check_leaves("indices", indices, integer=True, non_negative=False)
-        if indices.size and (indices.min() < 0 or indices.max() >= self.capacity):
-            raise IndexError(f"leaf indices must be in [0, {self.capacity})")
-        return indices
+        return self.nodes[self.size + check_leaves("indices", indices, integer=True, below=self.capacity)]
 
     def update(self, indices: np.ndarray | Sequence[int], values: np.ndarray | Sequence[float]) -> None:
         """Set leaves (the last value wins for repeated indices) and refresh the sums above them."""
@@ -161,10 +154,11 @@ class CompiledSumTree:
 
 
 def check_leaves(name: str, values: np.ndarray | Sequence[float], integer: bool = False, non_negative: bool = True,
-                 any_shape: bool = False) -> np.ndarray:
+                 any_shape: bool = False, below: int | None = None) -> np.ndarray:
     """``values`` for a sum tree as a contiguous int64 (``integer``: leaf indices) or float64 array (priorities,
     masses), one row unless ``any_shape``; ``ValueError`` naming ``name`` for another shape, entries of another
-    kind, a non-finite number or (``non_negative``) a negative one."""
+    kind, a non-finite number or (``non_negative``) a negative one; ``IndexError`` for a leaf index outside
+    [0, ``below``)."""
     array = np.asarray(values)
     if array.ndim != 1 and not any_shape:
         raise ValueError(f"{name} must be one row (one entry per leaf), got shape {array.shape}")
@@ -173,6 +167,8 @@ def check_leaves(name: str, values: np.ndarray | Sequence[float], integer: bool 
     array = np.ascontiguousarray(array, np.int64 if integer else np.float64)
     if array.size and not integer and not np.isfinite(array).all():
         raise ValueError(f"{name} must be finite numbers")
+    if array.size and below is not None and (array.min() < 0 or array.max() >= below):
+        raise IndexError(f"leaf {name} must be in [0, {below})")
     if array.size and non_negative and array.min() < 0:
         raise ValueError(f"{name} must be >= 0, got {array.min()}")
     return array

@@ -57,17 +57,12 @@ class SumTree:
         return self.leaves.nbytes + self.block_sums.nbytes + self.block_prefix.nbytes + self.shifted.nbytes
 
     def get(self, indices: np.ndarray | Sequence[int]) -> np.ndarray:
-        return self.leaves.reshape(-1)[self._indices(indices)]
-
-    def _indices(self, indices) -> np.ndarray:
-        indices = check_leaves("indices", indices, integer=True, non_negative=False)
-        if indices.size and (indices.min() < 0 or indices.max() >= self.capacity):
-            raise IndexError(f"leaf indices must be in [0, {self.capacity})")
-        return indices
+        return self.leaves.reshape(-1)[check_leaves("indices", indices, integer=True, below=self.capacity)]
 
     def update(self, indices: np.ndarray | Sequence[int], values: np.ndarray | Sequence[float]) -> None:
         """Set leaves (the last value wins for repeated indices) and refresh the sums above them."""
-        indices, values = self._indices(indices), check_leaves("values", values)
+        indices = check_leaves("indices", indices, integer=True, below=self.capacity)
+        values = check_leaves("values", values)
         if indices.size != values.size:
             raise ValueError(f"got {indices.size} indices but {values.size} values")
         if indices.size == 0:
