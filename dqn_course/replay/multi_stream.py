@@ -124,15 +124,17 @@ class MultiStreamMemory(ReplayMemory):
                 self.added += 1
 
     def _check_add_batch(self, states, actions, rewards, next_states, dones, episode_ends, mask) -> None:
-        """``add_batch``'s own check (``ValueError``): one entry per stream in each argument, ``mask`` None or that
-        many bools. Each transition is checked again by its stream's ``add``."""
+        """``add_batch``'s own check: one entry per stream in each argument (``ValueError``), each of its kind and
+        shape (``TypeError``), ``mask`` None or that many bools. Each transition is then checked as its stream's
+        ``add`` checks one (``_check_add``), all before any is stored."""
         n, obs = len(self.streams), self.streams[0].obs_shape
         for name, values, item, kinds in (("states", states, obs, "u"), ("actions", actions, (), "iu"),
                                           ("rewards", rewards, (), "iuf"), ("next_states", next_states, obs, "u"),
                                           ("dones", dones, (), "b"), ("episode_ends", episode_ends, (), "b")):
-            if len(values) != n if values.ndim else True:
-                raise ValueError(f"{name} has {len(values) if values.ndim else 0} entries, this memory has {n} "
-                                 f"streams (one per env): pass one entry per env, mask=False for the envs to skip")
+            entries = len(values) if values.ndim else 0  # a bare number is no entry per env
+            if entries != n:
+                raise ValueError(f"{name} has {entries} entries, this memory has {n} streams (one per env): pass "
+                                 f"one entry per env, mask=False for the envs to skip")
             if values.shape[1:] != item or values.dtype.kind not in kinds:
                 raise TypeError(f"{name} must hold {n} entries of shape {item} and dtype kind {kinds!r}, got "
                                 f"{values.dtype}{list(values.shape)}")
