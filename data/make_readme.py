@@ -104,7 +104,8 @@ def readme_block(root: Path = ROOT) -> str:
 
 # --- notebooks -----------------------------------------------------------------------------------------------------
 
-SUMMARY = re.compile(r"^Rung \w+: ")       # a notebook's summary line: "Rung 05: ..."
+SUMMARY = re.compile(r"^(?:Rung|Notebook) \w+: ")  # a summary line: "Rung 05: ..." (a rung of the memory ladder) or
+#                                                    "Notebook 06: ..." (a chapter that takes no rung off it)
 LADDER = re.compile(r"^memory ladder \| ")  # a rung of the memory ladder: "memory ladder | what | bytes | 1M"
 NO_SUMMARY = "(no summary line)"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -144,8 +145,8 @@ def notebook_question(nb: dict) -> str:
 def notebook_answer(nb: dict) -> tuple[str, list[str]]:
     """``(kind, lines)``: what a notebook's committed outputs answer, from the first of
 
-    * ``"summary"``: the last cell that printed a summary line (``Rung NN: ...``): everything that cell printed,
-      the ``Rung NN:`` prefix dropped;
+    * ``"summary"``: the last cell that printed a summary line (``Rung NN: ...`` or ``Notebook NN: ...``):
+      everything that cell printed, the prefix dropped;
     * ``"ladder"``: the last cell that printed a memory-ladder line (``memory ladder | ...``): everything it printed;
     * ``"last output"``: no such line: the last cell that printed anything (exercises and solutions left out);
     * ``"none"``: nothing printed at all.

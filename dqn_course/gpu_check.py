@@ -33,6 +33,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -375,8 +376,9 @@ def burst_result(stdout: str, run: Path) -> dict:
     end = next((line.split(": ", 1)[1] for line in done if line.startswith(("done:", "stopped:"))), None)
     if end is None:  # killed before its last line: what its log reached
         steps, seconds = (int(rows[-1]["step"]) if rows else 0), None
-    else:  # "3,584 steps in 83 s (43 steps/s on cpu), ..."
-        steps, seconds = int(end.split(" steps in ")[0].replace(",", "")), float(end.split(" steps in ")[1].split()[0])
+    else:  # "3,584 steps in 83 s (43 steps/s on cpu), ..." or, resumed, "3,584 steps (1,000 this session) in ..."
+        found = re.match(r"([\d,]+) steps(?: \([\d,]+ this session\))? in ([\d.]+) s", end)
+        steps, seconds = int(found[1].replace(",", "")), float(found[2])
     return {"steps": steps, "games": len(rows), "seconds_training": seconds,
             "last_eval": float(evals[-1]["mean_return"]) if evals else None,
             "evaluations": [{k: float(v) for k, v in e.items()} for e in evals], "lines": done}

@@ -210,11 +210,13 @@ def train(cfg: Config, *, targets: Callable = td_targets, loss: Callable = td_lo
 
 
 def summary(run: Run, records: RunRecords, step: int, first_step: int, stopped: str | None) -> dict:
-    """What ``train`` returns: the timer's figures (steps/s, learning steps/s, where the time went), the counters,
+    """What ``train`` returns: the timer's figures (``steps``: the run's last step; ``seconds`` and steps/s: this
+    session's, whose own steps are ``session_steps``; learning steps/s, where the time went), the counters,
     the last games' returns, the replay's size and place, RSS, the device, the run folder, the step it resumed from,
     why it stopped (None: it ran to the end), how the updates ran (``updates_ran``) and why a CUDA graph was given
     up (``graph_fallback``, None when it was not)."""
-    return {**records.timer.summary(step, first_step), "updates": run.counters["updates"],
+    return {**records.timer.summary(step, first_step), "session_steps": step - first_step,
+            "updates": run.counters["updates"],
             "episodes": run.counters["episodes"], "last_returns": list(records.games.last),
             "replay_bytes": run.memory.nbytes, "replay_device": str(run.memory.device or "host"),
             "rss_bytes": rss_bytes(), "device": str(run.agent.device), "out_dir": str(records.out),
@@ -277,7 +279,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"stopped: the disk filled while the run set up its files ({e.filename or 'a file'}: {e.strerror}); "
               "no training state was changed: free space there, then run the same command again", file=sys.stderr)
         raise SystemExit(3) from None
-    print(f"{'stopped' if summary['stopped'] else 'done'}: {summary['steps']:,} steps in {summary['seconds']:.0f} s "
+    steps = f"{summary['steps']:,} steps"
+    if summary["session_steps"] != summary["steps"]:  # resumed: the time and the rate are this session's
+        steps += f" ({summary['session_steps']:,} this session)"
+    print(f"{'stopped' if summary['stopped'] else 'done'}: {steps} in {summary['seconds']:.0f} s "
           f"({summary['steps_per_s']:.0f} steps/s on {summary['device']}), {summary['episodes']} games, "
           f"replay {format_bytes(summary['replay_bytes'])}; files in {summary['out_dir']}")
     if summary["graph_fallback"]:

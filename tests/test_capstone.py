@@ -356,10 +356,15 @@ def test_the_gallery_plots_a_labelled_run_beside_the_working_one_without_naming_
         folder.mkdir(parents=True)
         (folder / "log.csv").write_text(",".join(LOG_FIELDS) + "\n" + "\n".join(
             f"{s},1.0,100,0.01,0.5,0.1,0.5,{s},500,100" for s in (30_000, 60_000)) + "\n")
+    assert capstone_gallery.recorded_steps(tmp_path / "capstone-gallery" / "lr-100x") == 60_000  # its log
+    (tmp_path / "capstone-gallery" / "lr-100x" / "eval.csv").write_text(
+        "step,mean_return,std_return,episodes\n50000,1.0,0.5,10\n")
+    assert capstone_gallery.recorded_steps(tmp_path / "capstone-gallery" / "lr-100x") == 50_000  # its last evaluation
     figure = capstone_gallery.plot_beside_working("A", data_dir=tmp_path)
     texts = [figure._suptitle.get_text()] + [t.get_text() for ax in figure.axes for t in
                                              (ax.get_legend().get_texts() if ax.get_legend() else [])]
-    assert "run A beside the working run" in texts and not any("lr" in t for t in texts)
+    assert "run A beside the working run, its first 50,000 agent steps" in texts
+    assert not any("lr" in t for t in texts)
     first_panel = figure.axes[0].lines[0]
     assert max(first_panel.get_xdata()) <= 50_000  # the working run cut at the gallery's length
     with pytest.raises(ValueError, match="label"):

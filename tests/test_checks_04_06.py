@@ -198,7 +198,7 @@ MEASURED = 7_225_344  # notebook 03's float64 batch: its digits must never appea
     (MEASURED * 0.95, 0.02, "too low, within 10% but not within 2%"),
     (MEASURED + 1, 0, "too high, within 10% but not exact"),
     (-MEASURED, 0.02, "not even the same sign"),
-    (0, 0.02, "not even the same sign"),
+    (0, 0.02, "zero, where the measurement is not"),
 ])
 def test_prediction_hints_never_reveal_the_value(prediction, rel, expected):
     prediction = round(prediction)
@@ -236,35 +236,44 @@ def test_prediction_forgot_factor_near_one_matches_only_close_by():
     assert f"{measured:,}" not in str(raised.value)
 
 
-def _notebook_forgot(notebook: str, measured) -> dict:
-    """The keyword arguments of the learner's ``check_prediction`` call in ``notebook`` (its check cell, not the
-    solution), read by running that cell with a stand-in for ``checks`` and ``measured`` for the measurement (a
-    hint's factor may be written relative to it, so that the cell does not state the answer)."""
-    from types import SimpleNamespace
-
-    cells = json.loads((NOTEBOOKS / notebook).read_text(encoding="utf-8"))["cells"]
-    sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"
-               and "checks.check_prediction(prediction," in "".join(c["source"])
-               and "solution" not in c.get("metadata", {}).get("tags", [])]
-    assert len(sources) == 1, f"{notebook}: expected one check_prediction cell, found {len(sources)}"
-    seen = {}
-    stub = SimpleNamespace(check_prediction=lambda *args, **kwargs: seen.update(kwargs))
-    exec(sources[0], {"checks": stub, "prediction": None, "measured": measured,
-                      "mem": SimpleNamespace(written=measured)})
-    return seen
+# Each named prediction with a measurement and inputs like its notebook's (data/executions.json keeps the answers).
+PREDICTION_EXAMPLES = {
+    "01.predict_calls": (64, {}), "01b.page_rss": (204.8, {}), "02.max_changes": (6.6, {}),
+    "03.batch_over_255": (7_225_344, {}), "04.frames_stored": (54, {}), "05.ring_bytes": (923_200_000, {}),
+    "06.step_calls": (65, {}), "06b.ladder_factor": (113.2, {}), "07.eps_at_900k": (0.109, {}),
+    "07b.state_drop": (243.4, {"fixed": 27_044_444}), "08.walk_nodes": (18, {}),
+    "09.noisy_ratio": (3.21, {"clean": 16.3}), "09b.checkpoint_mb": (380.6, {}),
+}
 
 
-@pytest.mark.parametrize("notebook, measured", [("03_dtypes.ipynb", 7_225_344), ("04_frame_sharing.ipynb", 57),
-                                                ("05_ring_buffer.ipynb", 923_200_000)])
-def test_notebook_prediction_hints_name_the_mistake_not_the_value(notebook, measured):
-    kwargs = _notebook_forgot(notebook, measured)
-    assert kwargs.get("forgot"), f"{notebook}: the check cell gives no forgot= hints"
-    for factor, why in kwargs["forgot"].items():
+def test_every_named_prediction_has_an_example():
+    assert set(PREDICTION_EXAMPLES) == set(checks.PREDICTIONS)
+
+
+@pytest.mark.parametrize("key", sorted(checks.PREDICTIONS))
+def test_named_prediction_hints_name_the_mistake_not_the_value(key, capsys):
+    measured, given = PREDICTION_EXAMPLES[key]
+    what, rel, mistakes, otherwise = checks.PREDICTIONS[key]
+    assert checks.check_prediction_of(key, None, measured, **given) is None
+    assert checks.check_prediction_of(key, measured * (1 + rel / 2), measured, **given) is True
+    assert what in capsys.readouterr().out
+    for wrong, why in mistakes(measured, **given).items():
+        assert abs(wrong - measured) > rel * measured, f"{key}: the mistake {wrong} would pass"
         with pytest.raises(AssertionError) as raised:
-            checks.check_prediction(round(measured * factor), measured, "it", **kwargs)
+            checks.check_prediction_of(key, wrong, measured, **given)
         message = str(raised.value)
-        assert why in message, (factor, message)
-        assert f"{measured:,}" not in message and str(measured) not in message, message
+        assert why in message and what in message, (wrong, message)
+        assert f"{measured:,}" not in message and f" {measured} " not in message, message
+    odd = measured * 3.3  # near no mistake: the question's own way to work the number out
+    assert all(abs(odd / wrong - 1) > 0.05 for wrong in mistakes(measured, **given) if wrong)
+    with pytest.raises(AssertionError, match="off by about 3x") as raised:
+        checks.check_prediction_of(key, odd, measured, **given)
+    assert str(raised.value).endswith(f": {otherwise}.")
+
+
+def test_an_unknown_prediction_is_refused():
+    with pytest.raises(ValueError, match="no prediction called '03.nope'"):
+        checks.check_prediction_of("03.nope", 1, 2)
 
 
 @pytest.mark.parametrize("key", sorted(checks.QUESTIONS))

@@ -26,7 +26,7 @@ def test_updates_in_run_right(answer, capsys):
     (310_000, "summed over all envs"),
     (19_840_000, "don't multiply"),
     (620_000, "frames"),
-    (2_420_000, "before dividing"),
+    (2_420_000, "left out of the steps that count"),
     (77_500, "batch size"),
     (123, "count the agent steps that can learn"),
     ("2480000", "should be a number"),
@@ -78,6 +78,18 @@ def test_recorded_random(tmp_path):
     doc = {"games": 3, "mean": 1.0, "std": 0.8, "returns": [0.0, 1.0, 2.0]}
     (tmp_path / "run" / "random.json").write_text(json.dumps(doc))
     assert playback.recorded_random(tmp_path / "run") == doc
+
+
+def test_recorded_wall_time_reads_the_line_of_a_run_finished_in_one_session(tmp_path):
+    (tmp_path / "stdout.txt").write_text("A.L.E banner\ndone: 500,000 steps in 3037 s (165 steps/s on cpu), 980 "
+                                         "games, replay 56 MB; files in x\n")
+    assert playback.recorded_wall_time(tmp_path) == (500_000, 3037.0)
+    # resumed: the seconds are the last session's, so the run's overall rate cannot be read off it
+    (tmp_path / "stdout.txt").write_text("done: 500,000 steps (200,000 this session) in 1200 s (167 steps/s)\n")
+    with pytest.raises(ValueError, match="no finished run"):
+        playback.recorded_wall_time(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        playback.recorded_wall_time(tmp_path / "missing")
 
 
 def test_score_over_random_has_one_source():

@@ -28,7 +28,7 @@ def test_right_answer_passes(stopped_run, capsys):
 @pytest.mark.parametrize("change, hint", [
     ({}, "resume is empty"),
     ({"resume": "elsewhere"}, "is not the killed run"),
-    ({"resume": "RUN", "out_dir": "other"}, "keep the run's folder"),
+    ({"resume": "RUN", "out_dir": "other"}, "writes where it was"),
     ({"resume": "RUN", "buffer_size": 20_000}, "would be refused: .*buffer_size: saved 10000, now 20000"),
     ({"resume": "RUN", "total_steps": 1}, "not beyond the checkpoint's step 1"),
 ])

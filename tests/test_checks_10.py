@@ -18,8 +18,8 @@ def test_chunk_bytes_right(capsys):
 
 
 @pytest.mark.parametrize("answer, hint", [
-    (100 * FRAME, "add its 4 frames"),
-    (101 * FRAME, "stack of 4 frames, not one"),
+    (100 * FRAME, "whole stack to rebuild the first transition"),
+    (101 * FRAME, "a stack of frames, not one frame"),
     (100 * 2 * 4 * FRAME, "s and s' as full stacks"),
     (100 * 4 * FRAME, "one full stack per step"),
     (100 * 5 * FRAME, "folded 5-frame"),

@@ -127,6 +127,9 @@ def test_the_burst_reports_steps_time_and_evaluations_from_its_files(tmp_path):
     result = burst_result(stdout, tmp_path)
     assert result["steps"] == 3584 and result["seconds_training"] == 83.0 and result["games"] == 2
     assert result["last_eval"] == 3.5 and result["lines"][1].startswith("why:")
+    resumed = burst_result("done: 3,584 steps (1,000 this session) in 21 s (48 steps/s on cuda), 16 games\n",
+                           tmp_path)
+    assert resumed["steps"] == 3584 and resumed["seconds_training"] == 21.0
     killed = burst_result("", tmp_path)  # no last line: the log's last step
     assert killed["steps"] == 200 and killed["seconds_training"] is None
 

@@ -3,6 +3,8 @@
 * ``nbval-ignore-output`` only where an output varies, and the cell says why on its first line (``# varies: ...``);
   an ``answer`` cell (a prediction's measurement) says so instead (``# answer: ...``);
 * ``answer`` and ``solution`` cells are committed without outputs, and solutions are skipped by nbval;
+* a prediction's check names its question (``checks.check_prediction_of``): its likely mistakes and their hints
+  live in ``checks.PREDICTIONS``, not on the page;
 * no test-harness chatter, colour codes or paths of the machine that executed them on the page.
 * a notebook opens with its title, the question it answers (``# NN · ...?``), before any code;
 * it ends with its further reading.
@@ -16,10 +18,13 @@ from pathlib import Path
 import pytest
 from _notebook_text import as_text, output_text
 
+from dqn_course.lab import checks
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 CHATTER = re.compile(r"compared by the tests|nbval|not compared", re.IGNORECASE)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+NAMED_PREDICTION = re.compile(r"check_prediction_of\(\s*[\"']([^\"']+)[\"']")
 MACHINE_PATHS = re.compile(r"(/\.venv/|/site-packages/|/work/|/home/\w+|/tmp/pytest|/root/)")
 
 
@@ -48,6 +53,11 @@ def problems(nb: dict) -> list[str]:
             found.append(f"cell {i}: an answer cell (committed empty) must be tagged nbval-ignore-output")
         if "solution" in tags and "nbval-skip" not in tags:
             found.append(f"cell {i}: a solution cell without nbval-skip")
+        if "forgot=" in source or "checks.check_prediction(" in source:
+            found.append(f"cell {i}: a prediction checked with its hints on the page (name it in checks.PREDICTIONS)")
+        for key in NAMED_PREDICTION.findall(source):
+            if key not in checks.PREDICTIONS:
+                found.append(f"cell {i}: no prediction called {key!r} in checks.PREDICTIONS")
         text = output_text(cell)
         if ANSI.search(text):
             found.append(f"cell {i}: colour codes in the output")
@@ -83,6 +93,9 @@ OUT = [{"output_type": "stream", "name": "stdout", "text": "7,056\n"}]
      "a path of the executing machine"),
     ({"cell_type": "markdown", "metadata": {}, "source": "This cell is not compared by the tests."},
      "test harness"),
+    (_cell('checks.check_prediction(prediction, n, "the frames", rel=0, forgot={30: "no padding"})'),
+     "its hints on the page"),
+    (_cell('checks.check_prediction_of("04.frames", prediction, n)'), "no prediction called '04.frames'"),
 ])
 def test_each_breach_is_found(cell, expected):
     found = problems({"cells": [cell]})
@@ -94,6 +107,7 @@ def test_a_cell_that_keeps_the_rules_passes():
                                _cell("# answer: run this after your prediction\nm = 1",
                                      ["answer", "nbval-ignore-output"]),
                                _cell("# Solution\ncheck(1)", ["solution", "nbval-skip"]),
+                               _cell('checks.check_prediction_of("04.frames_stored", prediction, n)'),
                                _cell("print(7056)", [], OUT)]}) == []
 
 

@@ -22,6 +22,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 MANIFEST = ROOT / "data" / "executions.json"
 NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?")
 REL = re.compile(r"\brel\s*=\s*([0-9.e-]+)")
+NAMED = re.compile(r"check_prediction_of\(\s*[\"']([^\"']+)[\"']")
 DEFAULT_REL = inspect.signature(checks.check_prediction).parameters["rel"].default
 SMALLEST = 10
 
@@ -43,10 +44,14 @@ def measured_value(answer_text: str) -> float | None:
 
 
 def tolerance(cells: list[dict], answer_at: int) -> float:
-    """The ``rel`` of the first check after the answer cell (the check's default when it names none)."""
+    """The ``rel`` of the first check after the answer cell: a named prediction's (``checks.PREDICTIONS``), else the
+    one the call writes (the check's default when it names none)."""
     for cell in cells[answer_at + 1:]:
         source = as_text(cell.get("source"))
         if "checks.check_" in source:
+            named = NAMED.search(source)
+            if named:
+                return checks.PREDICTIONS[named.group(1)].rel
             found = REL.search(source)
             return float(found.group(1)) if found else DEFAULT_REL
     return DEFAULT_REL
@@ -112,6 +117,14 @@ def test_a_planted_answer_above_its_prediction_is_found(above, expected):
              _code("# answer: run this after your prediction\nprint(f'measured: {factor:.0f}x')", tags=["answer"]),
              CHECK]
     assert len(given_away(cells, len(above) + 2, "measured: 113x\n")) == expected
+
+
+def test_a_named_prediction_is_held_to_its_own_tolerance():
+    key = "06b.ladder_factor"  # within 5%
+    cells = [_md("Some rung is 110 times smaller."), _md("The factor is 150."), _code("# answer", tags=["answer"]),
+             _code(f'checks.check_prediction_of("{key}", prediction, measured_factor)')]
+    assert tolerance(cells, 2) == checks.PREDICTIONS[key].rel
+    assert given_away(cells, 2, "measured: 113x\n") == ["cell 0 states 110, the answer of cell 2 (113, within 0.05)"]
 
 
 def test_an_exact_check_flags_only_the_exact_number():

@@ -72,8 +72,10 @@ def test_rows_from_summary_ladder_and_plain_outputs(tmp_path):
     _write(tmp_path, "01b_c", _notebook("01b · Plain?", "first\n", "last   measured  line\n",
                                         "✓ the exercise's check\n"))
     _write(tmp_path, "02_d", _notebook("02 · Not run?", None))
+    _write(tmp_path, "03_e", _notebook("03 · No rung?", "Notebook 03: 2.4x faster\n"))
     rows = {name: (question, answer) for name, question, answer in make_readme.curriculum_rows(tmp_path)}
-    assert list(rows) == ["00_a", "01_b", "01b_c", "02_d"]  # found by glob, 01b between 01 and 02
+    assert list(rows) == ["00_a", "01_b", "01b_c", "02_d", "03_e"]  # found by glob, 01b between 01 and 02
+    assert rows["03_e"] == ("No rung?", "2.4x faster")
     assert rows["00_a"] == ("Is it here?", "raw: 201,600 bytes, 1M: 201.6 GB")
     assert rows["01_b"] == ("Why?", r"7.6x faster \| at 100,000<br>and a second line")
     assert rows["01b_c"][1] == f"{make_readme.NO_SUMMARY}; its last printed output:<br>last measured line"

@@ -44,7 +44,7 @@ class RaySession:
     in the main thread holds ``cleanup.exit_on_signals`` until it closes, so SIGTERM or SIGHUP end the
     program through ``close`` too (``ray.init`` puts its own SIGTERM handler in, which raises
     ``SystemExit`` as well; ``close`` restores the default); after a SIGKILL the next local session
-    removes the folder.
+    removes the folder. ``object_store_mb``: a local session's object store, in MB (10⁶ bytes, the course's unit).
     """
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None, object_store_mb: int = 512,
@@ -69,7 +69,7 @@ class RaySession:
                 self._temp = OwnedTempDir("dqn-ray-")
                 self.temp_dir = self._temp.name
                 init_local(self.temp_dir, num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
-                           object_store_memory=object_store_mb * 2**20, logging_level=logging.WARNING,
+                           object_store_memory=object_store_mb * 10**6, logging_level=logging.WARNING,
                            log_to_driver=log_to_driver)
         except BaseException:
             self.close()

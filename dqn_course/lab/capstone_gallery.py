@@ -68,9 +68,20 @@ GALLERY_FOLDER = "capstone-gallery"  # under data/: one folder per mistake
 WORKING_RUN = "capstone-seed1"  # the working run they are drawn beside
 
 
-def plot_beside_working(label: str, data_dir: str | Path | None = None, steps: int = 50_000):
+def recorded_steps(run: str | Path) -> int:
+    """The agent steps a gallery recording played: the step of its last evaluation (``record`` evaluates at the step
+    it stops), else the last step its ``log.csv`` logged."""
+    from dqn_course.lab.playback import read_log
+
+    run = Path(run)
+    log = read_log(run / "eval.csv") if (run / "eval.csv").is_file() else read_log(run / "log.csv")
+    return int(log["step"][-1])
+
+
+def plot_beside_working(label: str, data_dir: str | Path | None = None, steps: int | None = None):
     """The recorded run shown as ``label`` ("A", "B" or "C") beside the working run's first ``steps`` agent steps
-    (``diagnostics.plot_diagnostics``), titled by its label only; None while either recording is missing."""
+    (``diagnostics.plot_diagnostics``; by default as many as the recording played, ``recorded_steps``), titled by its
+    label only; None while either recording is missing."""
     from dqn_course.lab.diagnostics import plot_diagnostics
     from dqn_course.lab.playback import DATA_DIR
 
@@ -80,8 +91,10 @@ def plot_beside_working(label: str, data_dir: str | Path | None = None, steps: i
     run, working = root / GALLERY_FOLDER / GALLERY_ORDER[label], root / WORKING_RUN
     if not ((run / "log.csv").is_file() and (working / "log.csv").is_file()):
         return None
-    return plot_diagnostics({"working run": working, f"run {label}": run}, f"run {label} beside the working run",
-                            window=10, max_step=steps)
+    steps = recorded_steps(run) if steps is None else steps
+    return plot_diagnostics({"working run": working, f"run {label}": run},
+                            f"run {label} beside the working run, its first {steps:,} agent steps", window=10,
+                            max_step=steps)
 
 
 class _Enough(Exception):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dqn_course.contracts import Count, check_module
 
@@ -274,15 +274,21 @@ def _show(x) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
-def _prediction_hint(prediction, measured, rel: float, forgot: dict | None) -> str:
+REDO = "redo the arithmetic from the cell's numbers"
+
+
+def _prediction_hint(prediction, measured, rel: float, forgot: dict | None, otherwise: str = REDO) -> str:
     """How far ``prediction`` is from ``measured``, in words that never state ``measured``.
 
     The direction (too high / too low), a rough factor band, and, when ``prediction / measured`` lies within 5%
     of a factor in ``forgot`` (within half its distance from 1 for a factor closer to 1 than 10%), what that
-    factor usually means.
+    factor usually means; else ``otherwise``. A prediction of zero gets ``forgot``'s text for the factor 0.
     """
-    if measured == 0 or prediction == 0 or (prediction > 0) != (measured > 0):
-        return "not even the same sign as the measurement (or zero): redo the arithmetic from the cell's numbers"
+    forgot = forgot or {}
+    if prediction == 0 and measured != 0:
+        return f"zero, where the measurement is not: {forgot.get(0, otherwise)}"
+    if measured == 0 or (prediction > 0) != (measured > 0):
+        return f"not even the same sign as the measurement (or zero): {otherwise}"
     ratio = prediction / measured
     direction = "too high" if abs(prediction) > abs(measured) else "too low"
     factor = max(abs(ratio), 1 / abs(ratio))
@@ -296,21 +302,21 @@ def _prediction_hint(prediction, measured, rel: float, forgot: dict | None) -> s
         band = "within 10% but not exact" if rel == 0 else f"within 10% but not within {rel:.0%}"
     hint = f"{direction}, {band}"
     # A factor matches within 5%, or within half its distance from 1 when closer (a near miss is not "forgot").
-    near = [(abs(ratio / f - 1), why) for f, why in (forgot or {}).items()
+    near = [(abs(ratio / f - 1), why) for f, why in forgot.items()
             if f > 0 and abs(ratio / f - 1) <= min(0.05, abs(f - 1) / 2)]
-    why = min(near)[1] if near else "redo the arithmetic from the cell's numbers"
+    why = min(near)[1] if near else otherwise
     return f"{hint}: {why}"
 
 
 def check_prediction(prediction: Any, measured: float, what: str, rel: float = 0.02, *,
-                     forgot: dict[float, str] | None = None) -> bool | None:
+                     forgot: dict[float, str] | None = None, otherwise: str = REDO) -> bool | None:
     """Notebooks 03-10: the learner's ``prediction`` (a number written *before* the measurement) against the
     ``measured`` value, within ``rel`` (2% by default; 0 asks for the exact value).
 
     A wrong prediction gets a hint, never the measured value: too high or too low, by roughly what factor
     (more than 10x, about N x, 10-50%, within 10%), and, when ``prediction / measured`` is within 5% of a key
-    of ``forgot``, that key's text: e.g. ``forgot={8.0: "pixels are uint8, 1 byte each, not float64"}``.
-    On success it prints the measured value (the learner has answered).
+    of ``forgot``, that key's text: e.g. ``forgot={8.0: "pixels are uint8, 1 byte each, not float64"}``; else
+    ``otherwise`` (how to work the number out). On success it prints the measured value (the learner has answered).
     """
     if prediction is None:
         return _not_answered_yet(f"write your prediction of {what} (a number) in the cell above")
@@ -319,7 +325,178 @@ def check_prediction(prediction: Any, measured: float, what: str, rel: float = 0
     if off <= rel:
         return _passed(f"{what}: predicted {_show(prediction)}, measured {_show(measured)}")
     raise AssertionError(f"you predicted {_show(prediction)} for {what}; that is "
-                         f"{_prediction_hint(prediction, measured, rel, forgot)}.")
+                         f"{_prediction_hint(prediction, measured, rel, forgot, otherwise)}.")
+
+
+class Prediction(NamedTuple):
+    """One predict-then-measure question: the quantity (``what``), how close counts (``rel``; 0 asks for the exact
+    value), the likely mistakes: ``mistakes(measured, **given)`` maps the number a learner who made a mistake
+    would write to its hint (``given``: the notebook's own inputs a wrong answer is made of), and the hint for any
+    other wrong number (``otherwise``: how to work it out)."""
+
+    what: str
+    rel: float
+    mistakes: Callable[..., dict[float, str]]
+    otherwise: str = REDO
+
+
+_FLOAT64 = "section 4, *The float64 trap*"
+_BATCH = "section 3, *Scale on the device, at learn time*"
+_LIFE = "section 5, *Losing a life is not the end of an episode*"
+_STACK_LIFE = f"too few frames stored again at each lost life: count the frames of the state that follows it which " \
+              f"padding cannot rebuild ({_LIFE})"
+_BY_INDEX = "notebook 04, section 2, *Building a stack by index*"
+_LEARNING = "section 1, *Learning*"
+_SCHEDULE = "section 1, *Why ε follows a schedule*"
+_PRESETS = "section 1, *Two presets, one learning problem*"
+_RESUME = "section 3, *Resume*"
+
+# Each notebook's predictions, named as QUESTIONS are: the check cell passes the key, the prediction and the
+# measurement (and the inputs a mistake is made of), so that no wrong answer or hint is written on the page.
+PREDICTIONS = {
+    "01.predict_calls": Prediction("the predict calls in one replay()", 0, lambda m: {
+        m / 2: "one call per sampled transition is half the story: a target starts from the Q-values of its state s, "
+               f"and the TD target in it needs those of its next state s' ({_LEARNING})",
+        m / 32: "that is one call per batch of states, the batched pass notebook 06 writes; the posted replay() "
+                f"forwards one state at a time ({_LEARNING})",
+        m / 64: "one batched call for the whole minibatch is notebook 06's fix; the posted replay() forwards one "
+                f"state at a time ({_LEARNING})",
+        2 * m: "one forward pass of a state gives the Q-values of every action at once: no pass per action "
+               f"({_LEARNING})",
+        4 * m: "one forward pass of a state gives the Q-values of all 4 actions at once: no pass per action "
+               f"({_LEARNING})",
+        m * 65 / 64: "that adds act()'s greedy call: the question is one replay() alone (act() is counted in the cell "
+                     "after the check)"},
+        "count the forward passes replay() makes for one sampled transition, then for the whole minibatch "
+        f"({_LEARNING})"),
+    "01b.page_rss": Prediction("the MB of RSS growth, one byte written in each page", 0.1, lambda m: {
+        m / 4096: "RSS counts whole pages, not the bytes written in them: which pages did the writes touch? "
+                  "(section 3, the first paragraph)"}),
+    "02.max_changes": Prediction("the pixels the maximum changes per step (mean)", 0.5, lambda m: {
+        0: "Breakout draws its objects on every screen, but do they stay put from one screen to the next? The "
+           "maximum keeps where a moving object was on the first screen as well (section 3, the first paragraph)",
+        7_056: "the maximum changes a pixel only where one of the two screens drew something the other did not: what "
+               "in Breakout is on one screen and gone from the next? (section 3, the first paragraph)",
+        1: "the ball and the paddle move between the two screens: where they were a moment before counts too "
+           "(section 3)"},
+        "estimate how many pixels of an 84 × 84 frame the ball and the paddle cover, and how many of them a move "
+        "of one screen uncovers (section 3)"),
+    "03.batch_over_255": Prediction("the bytes of batch / 255", 0.02, lambda m: {
+        m / 8: f"that is the uint8 batch itself; dividing by 255 gives floats: which float type does NumPy pick? "
+               f"({_FLOAT64})",
+        m / 4: f"that is 2 bytes a pixel (float16); NumPy's default float is bigger ({_FLOAT64})",
+        m / 2: f"that is 4 bytes a pixel (float32); NumPy picks a bigger float when it divides integers ({_FLOAT64})",
+        m / 32: f"that is one state; the batch holds 32 of them ({_BATCH})",
+        2 * m: f"the batch holds 32 states, not 32 pairs of s and s' ({_BATCH})",
+        8 * m: "that is bits; count bytes, as nbytes does (section 1, *One state, four dtypes*)"}),
+    "04.frames_stored": Prediction("frames stored for 3 games of 10 transitions, 2 lives lost in each", 0, lambda m: {
+        33: "that is what the memory stores when it is told where the games end; given only done, what does it make "
+            f"of a lost life? ({_LIFE})",
+        57: "four frames again at every lost life, as in section 5's game; but the state after a game's 2nd "
+            "transition still holds padding: which of its frames can padding rebuild? (section 3, *Episode starts: "
+            f"padding*, and {_LIFE})",
+        30: "one frame per transition leaves out each game's last next-state frame (section 1, *The same transitions "
+            f"in three memories*) and what a lost life costs when only done is passed ({_LIFE})",
+        39: "that counts a lost life as one more frame, as a reset would cost; but what does the state after a lost "
+            f"life hold, padding or frames the agent saw? ({_LIFE})",
+        45: _STACK_LIFE,
+        51: "three frames again at every lost life: which lost life comes late enough that the state after it holds "
+            f"no padding? (section 3, *Episode starts: padding*, and {_LIFE})",
+        63: "one frame too many at each lost life: the state's frames are stored again, but its next-state frame is "
+            f"one the game stores anyway ({_LIFE})",
+        120: "that is a 4-frame stack per transition: how often does this memory keep a frame it has already "
+             "stored? (section 2, *Building a stack by index*)",
+        240: "that is s and s' stacks, 8 frames per transition, the layout this memory replaces (section 1, *The "
+             "same transitions in three memories*)"}),
+    "05.ring_bytes": Prediction("the bytes of a 100,000-slot ring of 96x96 frames", 0, lambda m: {
+        100_000 * 9_216: "that counts the frames alone: a slot also keeps its transition's action, reward, flags and "
+                         "id (section 1, *Fat: what one deque row costs besides pixels*, says what a frame-sharing "
+                         "ring pays for them)",
+        100_000 * 16: f"that is the bookkeeping alone: what else does each slot keep? ({_BY_INDEX})",
+        100_000 * (84 * 84 + 16): "that is a ring of 84x84 frames, as in section 3's table; these frames are 96x96",
+        100_000 * (4 * 9_216 + 16): "that is a whole 4-frame state per slot; obs_shape is the state the ring hands "
+                                    f"back: what does it keep per slot? ({_BY_INDEX})",
+        100_000 * (5 * 9_216 + 16): "that is a 5-slot window per slot; a window is read across neighbouring slots "
+                                    f"when a batch is drawn: what is stored per slot? ({_BY_INDEX})",
+        8 * m: "that is bits; nbytes counts bytes, one per uint8 pixel (notebook 04, section 1, *The same "
+               "transitions in three memories*)",
+        m / 2**20: "that is MiB; nbytes counts bytes (section 3's table gives bytes per transition before it "
+                   "converts)",
+        m / 10**6: "that is MB; nbytes counts bytes (section 3's table gives bytes per transition before it "
+                   "converts)"}),
+    "06.step_calls": Prediction("forward calls of one Double DQN learning step with the loop", 0, lambda m: {
+        64: "the targets are only part of a learning step: Q(s, a) of the batch's states takes a forward pass too "
+            "(section 4, Whole learning steps)",
+        33: "with Double DQN the loop runs both networks for every transition (section 3, and section 1's hook "
+            "counts)",
+        3: "this step's targets come from the per-sample loop, one call per transition (section 1), not from one "
+           "batched pass per network",
+        96: "Q(s, a) of the batch is one batched pass of the online network, not one per transition (section 4, "
+            "Whole learning steps)"}),
+    "06b.ladder_factor": Prediction("the factor from the top rung to the bottom one", 0.05, lambda m: {
+        403_200 / 7_072: "the top rung keeps s and s' as two separate 4-stacks of raw screens: 8 screens per "
+                         "transition, not 4 (notebook 00)",
+        806_400 / (4 * 7_056): "the bottom rung keeps one 84 × 84 frame per step, not a 4-stack: each stored frame "
+                               "serves four states (notebook 04, frame sharing)",
+        806_400 / (8 * 7_056): "that is the rung of notebook 03, s and s' as uint8 stacks; the bottom rung stores "
+                               "each frame once (notebook 04)",
+        8: "counting frames is half of it: a raw screen is 210 × 160 × 3 bytes, a stored frame 84 × 84 × 1 "
+           "(notebooks 00, 02 and 03)"},
+        "price each rung as notebooks 00 to 04 did: frames stored per transition × bytes per frame, plus what a slot "
+        "keeps besides its pixels"),
+    "07.eps_at_900k": Prediction("ε at agent step 900,000 of a breakout run", 0.02, lambda m: {
+        0.1: f"ε falls to eps_end, the floor, not to 0: the straight line ends at eps_end ({_SCHEDULE})",
+        0.91: f"ε decays over eps_fraction of total_steps, not over the whole run ({_SCHEDULE})",
+        0.19: f"this preset's floor is its eps_end, printed above, not Nature DQN's 0.1 ({_SCHEDULE})",
+        0.01: "step 900,000 is still inside the decay: ε reaches eps_end at eps_fraction of total_steps "
+              f"({_SCHEDULE})"},
+        f"find where step 900,000 lies on the straight line from eps_start to eps_end ({_SCHEDULE})"),
+    "07b.state_drop": Prediction("the drop per transition from the 100k row to the 1M row", 0.05,
+                                 lambda m, fixed: {
+        fixed / 100_000: "that is the fixed part's share at 100k alone; at 1M the file still carries a share of it, a "
+                         "tenth as large (section 2, the fixed part)",
+        fixed / 1_000_000: "that is the fixed part's share at 1M alone; at 100k its share is ten times larger (section "
+                           "2, the fixed part)"},
+        "a file is a fixed part plus a part per transition: only the fixed part's share changes from row to row "
+        "(section 2)"),
+    "08.walk_nodes": Prediction("the nodes one walk visits in a tree of 100,000 leaves", 0, lambda m: {
+        m - 1: "count nodes, the root's and the leaf's included, not the steps between them; and a tree has whole "
+               "levels: round the leaves up to a power of two",
+        m - 2: "both ends count: the root is a node of the walk, and the leaves are rounded up to a power of two, so "
+               "the tree has a whole number of levels",
+        21: "that is a tree of a million leaves; this one has 100,000 (section 1: leaves rounded up to a power of two)",
+        100_000: "a walk goes down one path, one node per level, not through every leaf (section 1, the walk drawn "
+                 "above the prediction)"},
+        "a walk visits one node per level: count the levels of a tree whose leaves are rounded up to a power of two "
+        "(section 1)"),
+    "09.noisy_ratio": Prediction("lz4's ratio on frames with a noisy bottom quarter", 0.1, lambda m, clean: {
+        clean: "that is a frame without noise: a quarter of this one does not shrink (the paragraph above the "
+               "prediction)",
+        0.75 * clean + 0.25: "ratios do not average over a frame's parts: their compressed bytes add up (section 1's "
+                             "table for the Breakout part, the paragraph above the prediction for the noise)",
+        1: "that is a frame of pure noise: three quarters of this one are Breakout, which still shrinks (section 1's "
+           "table)",
+        4: "the Breakout part is not free: it still takes some bytes once compressed (section 1's table)"}),
+    "09b.checkpoint_mb": Prediction("the checkpoint's size in MB", 0.02, lambda m: {
+        (2_000 * 7_072 + 26_978_880) / 1e6: "a ring's arrays are written in full, whatever its fill: its slots, not "
+                                            "the transitions it holds, set the replay part (section 1: the memory "
+                                            "goes in as its arrays)",
+        50_000 * 7_072 / 1e6: "the agent part is missing: both networks and the optimiser's state (section 1's list)",
+        (50_000 * 7_072 + 26_978_880 / 2) / 1e6: "Adam's two moments exist once learning has started: count the "
+                                                 "optimiser's state too (section 1's list)",
+        m * 1e6 / 2**20: "a MB here is 10⁶ bytes, as everywhere in the course"}),
+}
+
+
+def check_prediction_of(key: str, prediction: Any, measured: float, **given: float) -> bool | None:
+    """A notebook's prediction ``key`` (``PREDICTIONS``): ``check_prediction`` with that question's quantity,
+    tolerance and likely mistakes (``given``: the notebook's inputs its mistakes are made of), so that the check
+    cell states none of them. Raises ValueError for an unknown key."""
+    if key not in PREDICTIONS:
+        raise ValueError(f"no prediction called {key!r}: the notebooks' are {', '.join(sorted(PREDICTIONS))}")
+    what, rel, mistakes, otherwise = PREDICTIONS[key]
+    forgot = {wrong / measured: why for wrong, why in mistakes(measured, **given).items()} if measured else None
+    return check_prediction(prediction, measured, what, rel, forgot=forgot, otherwise=otherwise)
 
 
 PAIR_HINT = "a max along an axis gives a pair (values, indices): the values are the part to use"
@@ -530,20 +707,24 @@ QUESTIONS = {
                        "max-Q jump far from the working run's within the first updates",
                   {"a": "compare how soon this run departs from the working run, and in which panels (notebook 07, "
                         "section 5)",
-                   "c": "look at the ε panel: it follows the working run's line"}),
+                   "c": "look at the ε panel: it follows the working run's line (notebook 07, section 5)"}),
     "07c.run_b": ("c", "ε that never decays: the ε panel stays at 1, so every action is random and the score stays at "
                        "random play",
-                  {"a": "look at the ε panel first: does it fall like the working run's?",
-                   "b": "look at the ε panel first: does it fall like the working run's?"}),
-    "07c.run_c": ("a", "(1 - done) forgotten: a lost life bootstraps as if the game went on, so max-Q climbs above the "
-                       "working run's while ε and the gradients look ordinary",
+                  {"a": "look at the ε panel first: does it fall like the working run's? (notebook 07, section 5)",
+                   "b": "look at the ε panel first: does it fall like the working run's? (notebook 07, section 5)"}),
+    "07c.run_c": ("a", "(1 - done) forgotten: a lost life bootstraps as if the game went on, so the targets that "
+                       "taught the working run what a lost life costs (its largest TD errors) are gone: the TD loss "
+                       "stays flat and the gradient norm low where the working run's rise, max-Q sits above the "
+                       "working run's, and the score climbs later, while ε follows the working run's line",
                   {"b": "a learning rate 100x too large shows at once in the loss and gradient norm; compare their "
-                        "size with the working run's",
-                   "c": "look at the ε panel: it follows the working run's line"}),
+                        "size with the working run's (notebook 07, section 5, *Gradient norm before clipping*)",
+                   "c": "look at the ε panel: it follows the working run's line (notebook 07, section 5)"}),
     "07c.eps_stuck": ("a", "a schedule right for the run's step, fed each game's length instead, starts again near 1 "
                            "at every game: no game is long enough to bring it down",
-                      {"b": "decaying over the whole run is slow, but by the last steps ε would be near its floor",
-                       "c": "swapped, ε would start near its floor and rise: it would be low early on"}),
+                      {"b": "decaying over the whole run is slow, but by the last steps ε would be near its floor "
+                            "(notebook 07, section 1, *Why ε follows a schedule*)",
+                       "c": "swapped, ε would start near its floor and rise: it would be low early on (notebook 07, "
+                            "section 1, *Why ε follows a schedule*)"}),
     "08.mass_leaf": ("c", "with leaves 0 and 1 at priority 0 the line starts with leaf 2's interval, [0, 1): at the "
                           "root 0.0 is below the left sum 3, so the walk goes left; below it the left sum is 0, and "
                           "0.0 is not below 0, so it goes right, then left, to leaf 2",
@@ -559,8 +740,11 @@ QUESTIONS = {
                              "c": "the walk grows with the batch, but an eager update on a GPU is mostly the launching "
                                   "of its operations, which does not (section 3, How to read these numbers)"}),
     "08.weights_n": ("b", "N multiplies every weight by the same factor, which the division by the largest removes",
-                     {"a": "every weight changes by the same factor; divide by the largest and see what is left",
-                      "c": "only β and the ratios between the probabilities survive the division"}),
+                     {"a": "N multiplies every weight before the division: what does dividing by the batch's largest "
+                           "weight do to a factor they all share? (*Why PER*, the weight's last step, and *Where the "
+                           "weight comes from*)",
+                      "c": "a square root of 10 would be β = 0.5 applied to N with nothing after it: finish the weight "
+                           "of *Why PER*, divided by the batch's largest"}),
     "09.what_sets_speed": ("b", "a batch decompresses 32 x 5 = 160 frames, so the decompression time sets the rate",
                            {"a": "the ratio decides how much RAM the memory takes: copying a few hundred bytes per "
                                  "frame is not where a batch's time goes (section 3, *What the numbers say*)",
@@ -568,8 +752,10 @@ QUESTIONS = {
                                  "what drawing a batch does to each of its frames (section 3, *What the numbers "
                                  "say*)"}),
     "09.cold_disk": ("c", "cold, every frame is a read at a random place on the device; warm, its page is in RAM",
-                     {"a": "the disk store keeps raw frames, uncompressed",
-                      "b": "a memory-mapped gather reads only the pages its frames lie on"}),
+                     {"a": "the page cache belongs to the kernel, which gives its pages back under memory pressure: "
+                           "it never makes the process swap (section 4)",
+                      "b": "the store declares its reads random, which turns the kernel's read-ahead off: a batch "
+                           "reads only the pages its frames lie on (section 4)"}),
     "09b.kill_before_rename": ("b", "a resume reads only files named state-<step>.ckpt; the rename is what makes a "
                                     "written file a checkpoint, so a complete .tmp file is never read (and the next "
                                     "save deletes it): the newest checkpoint is step 125,000's",
@@ -594,9 +780,13 @@ QUESTIONS = {
                                   "with the transitions per second the faster worker sends. And what ties notebook "
                                   "07's updates to its steps? (*The shape*, the learner's line, and section 4, "
                                   "samples/step)"}),
-    "10.second_worker": ("c", "a worker needs a core; with none idle it takes turns with the learner and the rest",
-                         {"a": "Ray places as many workers as there are logical CPUs declared",
-                          "b": "the replay actor keeps one stream per worker"}),
+    "10.second_worker": ("b", "a worker needs a core: four workers, the replay actor and the learner's process are "
+                              "six busy processes on four cores, so the added workers take turns with the rest",
+                         {"a": "a chunk travels once, from its worker to the replay actor, through the object store "
+                               "(section 2, *The replay actor*): count the busy processes against the cores instead "
+                               "(section 4, *How to read it*)",
+                          "c": "Ray places actors by the logical CPUs it was told, not by the real cores: all four "
+                               "workers start (section 4)"}),
 }
 
 
@@ -1072,20 +1262,22 @@ def check_updates_in_run(answer: Any) -> bool | None:
                f"steps ({expected * batch:,.0f} sampled transitions in batches of {batch}); the same with {envs} "
                f"envs, {envs // every} updates per vector step."),
         hints=[
-            (total / every, "no update happens before learning_starts: subtract those 80,000 steps first"),
-            (total - starts, "one update per train_every = 4 agent steps, not one per step"),
-            (expected * batch, "that counts sampled transitions; each update uses one batch of 32"),
+            (total / every, f"no update happens before learning_starts: which agent steps can learn at all? "
+                            f"({_PRESETS})"),
+            (total - starts, f"one update per train_every = 4 agent steps, not one per step ({_PRESETS})"),
+            (expected * batch, f"that counts sampled transitions; each update uses one batch of 32 ({_PRESETS})"),
             (expected / batch, "the batch size does not divide the count: one update per 4 steps, whatever the "
-                               "batch"),
+                               f"batch ({_PRESETS})"),
             (expected / envs, "train_every counts agent steps summed over all envs: 8 envs make 2 updates per "
                               "vector step, so the total does not change"),
             (expected * envs, "10M counts agent steps over all envs together: 8 envs don't multiply the updates"),
-            (expected / 4, "10M already counts agent steps, not emulator frames: don't divide by the frame skip"),
-            (total / every - starts, "subtract the 80,000 steps before dividing by 4 (80,000 steps make no update), "
-                                     "not from the result"),
+            (expected / 4, "10M already counts agent steps, not emulator frames: don't divide by the frame skip "
+                           f"({_PRESETS})"),
+            (total / every - starts, "the steps before learning_starts make no update: they are agent steps, to be "
+                                     f"left out of the steps that count, not updates ({_PRESETS})"),
         ],
         otherwise=("count the agent steps that can learn (those after learning_starts), then how many of them "
-                   "make an update"),
+                   f"make an update ({_PRESETS})"),
         close=lambda a, b: abs(a - b) <= 4)
 
 
@@ -1188,8 +1380,9 @@ def check_epsilon_schedule(epsilon_schedule) -> bool | None:
         if all(math.isclose(v, linear_epsilon(s, start, end, n), rel_tol=1e-6, abs_tol=1e-9) for s, v in got.items()):
             continue
         step, hint = _epsilon_hint(got, start, end, n)
+        where = "" if "*Why ε follows a schedule*" in hint else f" ({_SCHEDULE})"
         raise AssertionError(f"epsilon_schedule({step:_}, {start}, {end}, {n:_}) returned {got[step]:.6g}, which "
-                             f"is not it: {hint}.")
+                             f"is not it: {hint}{where}.")
     return _passed("epsilon_schedule matches train.linear_epsilon: a straight line from start to end over "
                    "decay_steps, then end")
 
@@ -1224,16 +1417,18 @@ def check_is_weights(answer: Any) -> bool | None:
 
     if close(expected):
         return _passed("w = (N·P)^-β / max w: the rarest transition gets weight 1 and the most frequent the "
-                       "smallest; N cancels once you divide by the largest weight")
+                       "smallest")
     raw = (IS_N * p) ** -IS_BETA
     hints = [
-        (raw, "divide by the batch's largest weight, so that every w is at most 1"),
+        (raw, "divide by the batch's largest weight, so that every w is at most 1 (*Where the weight comes "
+              "from*)"),
         ((IS_N * p) ** IS_BETA / ((IS_N * p) ** IS_BETA).max(), "the exponent is -β: frequent transitions must get "
-                                                                 "smaller weights, not larger"),
-        (raw / raw.sum(), "normalise by the largest weight, not by the sum"),
+                                                                 "smaller weights, not larger (*Why PER*)"),
+        (raw / raw.sum(), "normalise by the largest weight, not by the sum (*Where the weight comes from*)"),
         ((IS_N * p) ** -1.0 / ((IS_N * p) ** -1.0).max(), "use β = 0.5, not β = 1 (β is annealed towards 1 "
-                                                           "over the run)"),
-        (p ** -IS_BETA, "divide by the largest weight, so that every w is at most 1"),
+                                                           "over the run: *Why PER*)"),
+        (p ** -IS_BETA, "divide by the largest weight, so that every w is at most 1 (*Where the weight comes "
+                        "from*)"),
         (1 / (IS_N * p), "that is the full correction, β = 1: the exercise's β is 0.5, the exponent of *Why PER*'s "
                          "weight; then divide by the largest weight"),
     ]
@@ -1323,19 +1518,23 @@ def check_resume_config(cfg: Any, run_dir: str | Path) -> bool | None:
         f"resume_cfg should be a dqn_course.train.Config (a copy of the run's, with the fields to change), "
         f"got {type(cfg).__name__}")
     run_dir = Path(run_dir).resolve()
-    assert cfg.resume, "resume is empty, so this run would start from scratch: set resume to the run's folder"
+    assert cfg.resume, ("resume is empty, so this run would start from scratch: a resume names the run it carries "
+                        f"on ({_RESUME})")
     target = Path(cfg.resume).resolve()
     assert target == run_dir or target.parent == run_dir, (
-        f"resume={cfg.resume!r} is not the killed run: point it at {run_dir} (or a state-*.ckpt in it)")
+        f"resume={cfg.resume!r} is not the killed run: a resume names the killed run's folder or one of its "
+        f"checkpoints ({_RESUME})")
     assert Path(cfg.out_dir).resolve() == run_dir, (
-        f"out_dir={cfg.out_dir!r}: keep the run's folder, so log.csv and the checkpoints carry on where they were")
+        f"out_dir={cfg.out_dir!r}: a resumed run writes where it was, so that log.csv and the checkpoints carry on "
+        f"({_RESUME})")
     try:
         _, meta, path = load_resume(cfg)
     except CheckpointError as e:
         raise AssertionError(f"this resume would be refused: {e}") from None
     saved = meta["counters"]["step"]
     assert cfg.total_steps > saved, (
-        f"total_steps={cfg.total_steps:,} is not beyond the checkpoint's step {saved:,}: the run would stop at once")
+        f"total_steps={cfg.total_steps:,} is not beyond the checkpoint's step {saved:,}: the run would stop at once "
+        f"({_RESUME})")
     return _passed(f"resumes from {path.name} at step {saved:,} and trains on to {cfg.total_steps:,} in the same "
                    f"folder")
 
@@ -1343,6 +1542,7 @@ def check_resume_config(cfg: Any, run_dir: str | Path) -> bool | None:
 # --- notebook 10: scaling out with Ray ----------------------------------------------------------------------
 
 CHUNK_STEPS, FRAME_BYTES, STACK = 100, 84 * 84, 4  # notebook 10's exercise: a chunk from the middle of a game
+_CHUNKS = "section 1, *What travels: chunks of frames*"
 
 
 def check_chunk_bytes(answer: Any) -> bool | None:
@@ -1360,18 +1560,20 @@ def check_chunk_bytes(answer: Any) -> bool | None:
                f"{stacks / expected:.1f}x less than sending s and s' stacks ({stacks:,} bytes)."),
         hints=[
             (CHUNK_STEPS * FRAME_BYTES, "the replay also needs the first state's whole stack to rebuild the first "
-                                        "transition: add its 4 frames"),
-            ((CHUNK_STEPS + 1) * FRAME_BYTES, "the first state is a stack of 4 frames, not one frame"),
-            (stacks, "that is s and s' as full stacks for every transition; a chunk sends one new frame per step"),
+                                        f"transition ({_CHUNKS})"),
+            ((CHUNK_STEPS + 1) * FRAME_BYTES, f"the first state is a stack of frames, not one frame ({_CHUNKS})"),
+            (stacks, "that is s and s' as full stacks for every transition; a chunk sends one new frame per step "
+                     f"({_CHUNKS})"),
             (CHUNK_STEPS * STACK * FRAME_BYTES, "that is one full stack per step; consecutive stacks share 3 of "
-                                                "their 4 frames, so each step adds only one new frame"),
+                                                f"their 4 frames, so each step adds only one new frame ({_CHUNKS})"),
             (CHUNK_STEPS * (STACK + 1) * FRAME_BYTES, "that is a folded 5-frame state per transition; within a chunk "
-                                                      "the frames chain, so each step adds only one new frame"),
-            (4 * expected, "pixels are uint8, 1 byte each, not float32"),
-            (8 * expected, "that is bits; count bytes"),
+                                                      f"the frames chain, so each step adds only one new frame "
+                                                      f"({_CHUNKS})"),
+            (4 * expected, f"pixels are uint8, 1 byte each, not float32 ({_CHUNKS}, the chunk's output)"),
+            (8 * expected, f"that is bits; count bytes ({_CHUNKS}, the chunk's output)"),
         ],
         otherwise=("count the frames a chunk stores: its first full stack, then one new frame per step, each "
-                   "84 x 84 bytes (section 1, *What travels: chunks of frames*)"))
+                   f"84 x 84 bytes ({_CHUNKS})"))
 
 
 # --- notebook 07c: does my DQN learn? -------------------------------------------------------------------------

@@ -103,7 +103,8 @@ def plot_memory_layouts(rows: int = 4):
         arrow(left, (x + 0.4, 6.6), (sx + 1.0, sy + 0.8))
         box(left, fx, fy, 1.1, 0.6, "float", "tab:green")
         arrow(left, (x + 1.4, 6.6), (fx + 0.5, fy + 0.6))
-    left.text(5, 0.05, "np.stack copies the 32 sampled arrays into one batch", ha="center", fontsize=8)
+    left.text(5, 0.05, "np.stack copies the 64 sampled arrays (32 states, 32 next states) into two batches",
+              ha="center", fontsize=8)
 
     # ring: contiguous arrays, one row per slot, write head
     right.set_title("ring: one array per field, one row per slot, allocated once", fontsize=9)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,23 @@ def recorded_random(run_dir: str | Path) -> dict | None:
     """
     path = Path(run_dir) / "random.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+_FINISHED = re.compile(r"^done: ([\d,]+) steps in ([\d.]+) s", re.MULTILINE)  # train()'s last line, stdout.txt
+
+
+def recorded_wall_time(run_dir: str | Path) -> tuple[int, float]:
+    """The agent steps a recorded run finished and the wall seconds it took, read from the last line ``train()``
+    printed into its ``stdout.txt`` (``done: 500,000 steps in 3037 s ...``): the run's overall rate, evaluations and
+    saves included, is their ratio. Raises FileNotFoundError without the file, ValueError when no run finished in it
+    in one session (a resumed run's line gives its last session's seconds, from which no overall rate follows).
+    """
+    text = (Path(run_dir) / "stdout.txt").read_text(encoding="utf-8")
+    finished = _FINISHED.findall(text)
+    if not finished:
+        raise ValueError(f"{run_dir}/stdout.txt holds no finished run (no line 'done: N steps in S s')")
+    steps, seconds = finished[-1]
+    return int(steps.replace(",", "")), float(seconds)
 
 
 def find_recorded_run(data_dir: str | Path | None = None) -> Path | None:
