@@ -86,15 +86,16 @@ def test_train_beside_trains_a_passing_function_from_the_same_seed(tmp_path, cap
     runs = diagnostics.train_beside(cfg, tmp_path, targets=lambda *args: None, epsilon=lambda *a: linear_epsilon(*a))
     printed = capsys.readouterr().out.splitlines()
     assert [line for line in printed if line.split()[0] in ("targets", "loss", "epsilon")] == [
-        "targets  the library's: yours is not written yet", "loss     the library's: yours is not written yet",
+        "targets  the library's: yours is not written yet", "loss     the library's",  # loss: not asked for
         "epsilon  yours"]
     assert set(runs) == {"library", "yours"} and runs["yours"]["out_dir"] == str(tmp_path / "yours")
     assert diagnostics.compare_logs(runs).startswith("yours beside the library's: the same games, score for score")
 
 
 @pytest.mark.slow
-def test_train_beside_trains_the_library_alone_when_nothing_passes(tmp_path):
+def test_train_beside_trains_the_library_alone_when_nothing_passes(tmp_path, capsys):
     cfg = dataclasses.replace(PRESETS["quick"], total_steps=400, learning_starts=300, eval_every=400, eval_episodes=1,
                               eval_max_steps=50, checkpoint_every=400)
     runs = diagnostics.train_beside(cfg, tmp_path, targets=None, loss=None, epsilon=None)
     assert set(runs) == {"library"} and not (tmp_path / "yours").exists()
+    assert capsys.readouterr().out.count("the library's: yours is not written yet") == 3

@@ -347,6 +347,7 @@ _STACK_LIFE = f"too few frames stored again at each lost life: count the frames 
               f"padding cannot rebuild ({_LIFE})"
 _BY_INDEX = "notebook 04, section 2, *Building a stack by index*"
 _LEARNING = "section 1, *Learning*"
+_STACK96 = 4 * 96 * 96  # notebook 05's prediction: a 4-stack of 96x96 frames
 _SCHEDULE = "section 1, *Why ε follows a schedule*"
 _PRESETS = "section 1, *Two presets, one learning problem*"
 _RESUME = "section 3, *Resume*"
@@ -369,9 +370,13 @@ PREDICTIONS = {
                      "after the check)"},
         "count the forward passes replay() makes for one sampled transition, then for the whole minibatch "
         f"({_LEARNING})"),
-    "01b.page_rss": Prediction("the MB of RSS growth, one byte written in each page", 0.1, lambda m: {
+    "01b.page_rss": Prediction("the MB of RSS growth, one byte written in each page", 0.03, lambda m: {
+        0: "np.zeros pages cost nothing until written, but here every page gets a write: RSS counts every page "
+           "written at least once, however little of it (section 3, the first paragraph)",
         m / 4096: "RSS counts whole pages, not the bytes written in them: which pages did the writes touch? "
-                  "(section 3, the first paragraph)"}),
+                  "(section 3, the first paragraph)",
+        m * 1e6 / 2**20: "that is MiB; a MB here is 10⁶ bytes, as everywhere in the course"},
+        "count the pages the writes touch, and what RSS counts for each of them (section 3, the first paragraph)"),
     "02.max_changes": Prediction("the pixels the maximum changes per step (mean)", 0.5, lambda m: {
         0: "Breakout draws its objects on every screen, but do they stay put from one screen to the next? The "
            "maximum keeps where a moving object was on the first screen as well (section 3, the first paragraph)",
@@ -408,22 +413,16 @@ PREDICTIONS = {
              "stored? (section 2, *Building a stack by index*)",
         240: "that is s and s' stacks, 8 frames per transition, the layout this memory replaces (section 1, *The "
              "same transitions in three memories*)"}),
-    "05.ring_bytes": Prediction("the bytes of a 100,000-slot ring of 96x96 frames", 0, lambda m: {
-        100_000 * 9_216: "that counts the frames alone: a slot also keeps its transition's action, reward, flags and "
-                         "id (section 1, *Fat: what one deque row costs besides pixels*, says what a frame-sharing "
-                         "ring pays for them)",
-        100_000 * 16: f"that is the bookkeeping alone: what else does each slot keep? ({_BY_INDEX})",
-        100_000 * (84 * 84 + 16): "that is a ring of 84x84 frames, as in section 3's table; these frames are 96x96",
-        100_000 * (4 * 9_216 + 16): "that is a whole 4-frame state per slot; obs_shape is the state the ring hands "
-                                    f"back: what does it keep per slot? ({_BY_INDEX})",
-        100_000 * (5 * 9_216 + 16): "that is a 5-slot window per slot; a window is read across neighbouring slots "
-                                    f"when a batch is drawn: what is stored per slot? ({_BY_INDEX})",
-        8 * m: "that is bits; nbytes counts bytes, one per uint8 pixel (notebook 04, section 1, *The same "
-               "transitions in three memories*)",
-        m / 2**20: "that is MiB; nbytes counts bytes (section 3's table gives bytes per transition before it "
-                   "converts)",
-        m / 10**6: "that is MB; nbytes counts bytes (section 3's table gives bytes per transition before it "
-                   "converts)"}),
+    "05.deque_bytes": Prediction("the deque's bytes per transition of 96x96 4-stacks", 0.005, lambda m: {
+        _STACK96: "that is the pixels alone: each row also keeps Python objects around its arrays (section 1, the "
+                  "pieces of a row)",
+        m + _STACK96: "each next state is passed on by reference as the next step's state, so a row's next state is "
+                      "the next row's state: one stack per transition (section 1, the first paragraph)",
+        m - _STACK96 + 9_216: "a deque row keeps whole stacks: one new frame per step is the frame-sharing ring's "
+                              "way (notebook 04)",
+        m - _STACK96 + 4 * 84 * 84: "that is section 1's 84 × 84 stack; these frames are 96 × 96"},
+        "a row keeps one stack of its own (its next state; its state is the row before's) and the Python objects "
+        "section 1 priced, piece by piece, that nbytes counts"),
     "06.step_calls": Prediction("forward calls of one Double DQN learning step with the loop", 0, lambda m: {
         64: "the targets are only part of a learning step: Q(s, a) of the batch's states takes a forward pass too "
             "(section 4, Whole learning steps)",
@@ -461,9 +460,9 @@ PREDICTIONS = {
         "(section 2)"),
     "08.walk_nodes": Prediction("the nodes one walk visits in a tree of 100,000 leaves", 0, lambda m: {
         m - 1: "count nodes, the root's and the leaf's included, not the steps between them; and a tree has whole "
-               "levels: round the leaves up to a power of two",
+               "levels: round the leaves up to a power of two (section 1)",
         m - 2: "both ends count: the root is a node of the walk, and the leaves are rounded up to a power of two, so "
-               "the tree has a whole number of levels",
+               "the tree has a whole number of levels (section 1)",
         21: "that is a tree of a million leaves; this one has 100,000 (section 1: leaves rounded up to a power of two)",
         100_000: "a walk goes down one path, one node per level, not through every leaf (section 1, the walk drawn "
                  "above the prediction)"},
@@ -476,15 +475,22 @@ PREDICTIONS = {
                              "table for the Breakout part, the paragraph above the prediction for the noise)",
         1: "that is a frame of pure noise: three quarters of this one are Breakout, which still shrinks (section 1's "
            "table)",
-        4: "the Breakout part is not free: it still takes some bytes once compressed (section 1's table)"}),
-    "09b.checkpoint_mb": Prediction("the checkpoint's size in MB", 0.02, lambda m: {
+        4: "the Breakout part is not free: it still takes some bytes once compressed (section 1's table)"},
+        "the compressed bytes of a frame's parts add up: price the Breakout three quarters from section 1's table and "
+        "the noisy quarter as bytes that do not shrink, then divide 7,056 by the sum (the paragraph above the "
+        "prediction)"),
+    "09b.checkpoint_mb": Prediction("the checkpoint's size in MB", 0.01, lambda m: {
         (2_000 * 7_072 + 26_978_880) / 1e6: "a ring's arrays are written in full, whatever its fill: its slots, not "
                                             "the transitions it holds, set the replay part (section 1: the memory "
                                             "goes in as its arrays)",
         50_000 * 7_072 / 1e6: "the agent part is missing: both networks and the optimiser's state (section 1's list)",
         (50_000 * 7_072 + 26_978_880 / 2) / 1e6: "Adam's two moments exist once learning has started: count the "
                                                  "optimiser's state too (section 1's list)",
-        m * 1e6 / 2**20: "a MB here is 10⁶ bytes, as everywhere in the course"}),
+        m - 6_744_720 / 1e6: "one network short: a run keeps the online network and its target copy (section 1's "
+                             "list)",
+        m * 1e6 / 2**20: "a MB here is 10⁶ bytes, as everywhere in the course"},
+        "a checkpoint is the replay's arrays written in full, every slot, plus the networks and the optimiser's "
+        "state: price each part from the cell's numbers (section 1's list)"),
 }
 
 
@@ -786,7 +792,7 @@ QUESTIONS = {
                                "(section 2, *The replay actor*): count the busy processes against the cores instead "
                                "(section 4, *How to read it*)",
                           "c": "Ray places actors by the logical CPUs it was told, not by the real cores: all four "
-                               "workers start (section 4)"}),
+                               "workers start (the cell that starts Ray, before section 1)"}),
 }
 
 
@@ -866,17 +872,20 @@ def check_stack_at(stack_at: Any) -> bool | None:
                 idx = np.arange(t - stack + 1, t + 1)
                 no_episode = frames[np.maximum(idx, 0)]
                 zeros = np.where((idx < start)[:, None, None], 0, frames[np.maximum(idx, start)])
-                hint = "compare your stack with the expected one, frame by frame"
+                by_index = "section 2, *Building a stack by index*"
+                hint = f"compare your stack with the expected one, frame by frame ({by_index})"
                 if np.array_equal(got, expected[::-1]):
-                    hint = "the order is reversed: oldest frame first, frames[t] last"
+                    hint = f"the order is reversed: oldest frame first, frames[t] last ({by_index})"
                 elif np.array_equal(got, no_episode):
                     hint = ("the stack reaches back across an episode start into the previous episode: a window "
                             "stops at its episode's first frame, and copies of that frame fill the places before it "
                             "(section 3, *Episode starts: padding*)")
                 elif np.array_equal(got, zeros):
-                    hint = "positions before the episode's first frame repeat that first frame (not zeros)"
+                    hint = ("positions before the episode's first frame repeat that first frame, not zeros (section 3, "
+                            "*Episode starts: padding*)")
                 elif np.array_equal(got, np.repeat(frames[t:t + 1], stack, axis=0)):
-                    hint = "only an episode's first frame is repeated; later stacks hold consecutive frames"
+                    hint = ("only an episode's first frame is repeated; later stacks hold consecutive frames "
+                            "(section 3, *Episode starts: padding*)")
                 raise AssertionError(f"stack_at is wrong {where}. Hint: {hint}.")
     return _passed(f"stack_at matches FrameSharingMemory on {checked} stacks, {at_start} of them padded "
                    "at an episode start")

@@ -45,17 +45,24 @@ def verdict(name: str, fn: Callable | None) -> str | None:
     return None if passed else "not written yet"
 
 
-def train_beside(cfg: Config, out_root: str | Path, *, targets: Callable | None = None, loss: Callable | None = None,
-                 epsilon: Callable | None = None) -> dict[str, dict]:
+_NOT_ASKED = object()  # a function the page does not ask for: the library's trains, and the line says only that
+
+
+def train_beside(cfg: Config, out_root: str | Path, *, targets: Callable | None = _NOT_ASKED,
+                 loss: Callable | None = _NOT_ASKED, epsilon: Callable | None = _NOT_ASKED) -> dict[str, dict]:
     """Train ``cfg`` (a ``train.Config``) with the library's rule into ``out_root/library``, and, when one of the
     learner's functions passes its check, again from the same seed with those functions (the library's for the
-    rest) into ``out_root/yours``. Prints one line per function saying which one trains. Returns each run's
-    ``train.train`` summary (its folder is ``out_dir``): ``{"library": ...}`` or ``{"library": ..., "yours": ...}``."""
+    rest) into ``out_root/yours``. Prints one line per function saying which one trains (None: the learner's is
+    not written yet; a function left out is not this page's exercise). Returns each run's ``train.train`` summary
+    (its folder is ``out_dir``): ``{"library": ...}`` or ``{"library": ..., "yours": ...}``."""
     from dqn_course.train import train
 
     out_root = Path(out_root)
     yours = {}
     for name, fn in (("targets", targets), ("loss", loss), ("epsilon", epsilon)):
+        if fn is _NOT_ASKED:
+            print(f"{name:8} the library's")
+            continue
         why = verdict(name, fn)
         if why is None:
             yours[name] = fn

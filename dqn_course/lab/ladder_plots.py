@@ -24,6 +24,11 @@ COURSE_RUNGS = (
 )
 
 
+def _times(ratio: float) -> str:
+    """A factor as the plots print it: one decimal below 10 (as the tables beside them), whole above."""
+    return f"{ratio:.1f}x" if ratio < 10 else f"{ratio:,.0f}x"
+
+
 def course_order(rows: list[dict]) -> list[dict]:
     """The rows of ``COURSE_RUNGS``, in the course's order, each with its notebook under ``"notebook"``."""
     by_stage = {r["stage"]: r for r in rows}
@@ -49,14 +54,14 @@ def plot_course_ladder(rows: list[dict], blog_bytes: float | None = None):
                label="expected (arithmetic)")
     for yi, r in zip(y, rungs):
         ratio = top / r["bytes_per_transition"]
-        note = "top rung" if r is rungs[0] else f"{ratio:,.0f}x less than the top"
+        note = "top rung" if r is rungs[0] else f"{_times(ratio)} less than the top"
         ax.text(r["bytes_per_transition"] * 1.15, yi, f"{note}; {r['gb_per_million']:,.1f} GB per 1M", va="center",
                 fontsize=8)
     labels = [f"{r['notebook']}: {r['label']}" for r in rungs]
     if blog_bytes:
         ax.scatter([blog_bytes], [0.0], marker="*", s=260, color="tab:orange", zorder=4,
                    label="notebook 01's blog agent, measured (RSS per step)")
-        ax.text(blog_bytes * 1.25, 0.0, f"{top / blog_bytes:,.0f}x less than the top", va="center", fontsize=8)
+        ax.text(blog_bytes * 1.25, 0.0, f"{_times(top / blog_bytes)} less than the top", va="center", fontsize=8)
         ax.set_yticks([*y, 0.0], [*labels, "01: the blog agent (measured)"])
     else:
         ax.set_yticks(y, labels)
