@@ -117,6 +117,31 @@ def read_rows(path: Path) -> list[str]:
 
 
 @pytest.mark.slow
+def test_waiting_for_a_game_after_a_checkpoint_sees_whole_rows_only(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "state-0000000500.ckpt").write_bytes(b"")
+    (tmp_path / "log.csv").write_text("step,episode_return\n230,1.0\n480,0.0\n")
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        with pytest.raises(TimeoutError):  # no game logged after the checkpoint at step 500 yet
+            resume_demo.wait_for_game_after_checkpoint(running, tmp_path, min_step=500, timeout=0.3)
+        (tmp_path / "log.csv").write_text("step,episode_return\n230,1.0\n480,0.0\n61")  # a row being written
+        with pytest.raises(TimeoutError):
+            resume_demo.wait_for_game_after_checkpoint(running, tmp_path, min_step=500, timeout=0.3)
+        (tmp_path / "log.csv").write_text("step,episode_return\n230,1.0\n480,0.0\n612,2.0\n")
+        assert resume_demo.wait_for_game_after_checkpoint(running, tmp_path, min_step=500) == (500, 612)
+    finally:
+        running.kill()
+        running.communicate()
+    ended = subprocess.Popen([sys.executable, "-c", "pass"], stderr=subprocess.PIPE, text=True)
+    ended.wait()
+    with pytest.raises(RuntimeError, match="the run ended"):
+        resume_demo.wait_for_game_after_checkpoint(ended, tmp_path, min_step=750)
+
+
 def test_kill_9_mid_run_then_resume_loses_nothing_before_the_last_checkpoint(tmp_path):
     """SIGKILL gives the process no chance to clean up; the resumed run must pick up at the last checkpoint."""
     out = tmp_path / "run"

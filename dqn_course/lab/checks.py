@@ -389,11 +389,14 @@ PREDICTIONS = {
     "03.batch_over_255": Prediction("the bytes of batch / 255", 0.02, lambda m: {
         m / 8: f"that is the uint8 batch itself; dividing by 255 gives floats: which float type does NumPy pick? "
                f"({_FLOAT64})",
-        m / 4: f"that is 2 bytes a pixel (float16); NumPy's default float is bigger ({_FLOAT64})",
+        m / 4: "that is 2 bytes a pixel (float16), or float64 states of one frame instead of four: NumPy's default "
+               f"float is bigger ({_FLOAT64}), and a state is a 4-stack (section 1, *One state, four dtypes*)",
         m / 2: f"that is 4 bytes a pixel (float32); NumPy picks a bigger float when it divides integers ({_FLOAT64})",
         m / 32: f"that is one state; the batch holds 32 of them ({_BATCH})",
         2 * m: f"the batch holds 32 states, not 32 pairs of s and s' ({_BATCH})",
-        8 * m: "that is bits; count bytes, as nbytes does (section 1, *One state, four dtypes*)"}),
+        8 * m: "that is bits; count bytes, as nbytes does (section 1, *One state, four dtypes*)"},
+        f"the pixels of the batch times the bytes of the float NumPy picks when it divides integers (section 1, "
+        f"*One state, four dtypes*; {_FLOAT64})"),
     "04.frames_stored": Prediction("frames stored for 3 games of 10 transitions, 2 lives lost in each", 0, lambda m: {
         33: "that is what the memory stores when it is told where the games end; given only done, what does it make "
             f"of a lost life? ({_LIFE})",
@@ -412,7 +415,15 @@ PREDICTIONS = {
         120: "that is a 4-frame stack per transition: how often does this memory keep a frame it has already "
              "stored? (section 2, *Building a stack by index*)",
         240: "that is s and s' stacks, 8 frames per transition, the layout this memory replaces (section 1, *The "
-             "same transitions in three memories*)"}),
+             "same transitions in three memories*)",
+        54: "each game also stores its last next-state frame (section 1, *The same transitions in three memories*); "
+            "and which lost lives come early enough that the state after them still holds padding? (section 3, "
+            "*Episode starts: padding*)",
+        52: "one frame per transition leaves out each game's last next-state frame (section 1, *The same transitions "
+            "in three memories*)"},
+        "count each game's frames (one per transition, plus its last next-state frame: section 1) and, at each lost "
+        "life, the frames of the state after it that padding cannot rebuild from its first frame (section 3, "
+        f"*Episode starts: padding*, and {_LIFE})"),
     "05.deque_bytes": Prediction("the deque's bytes per transition of 96x96 4-stacks", 0.005, lambda m: {
         _STACK96: "that is the pixels alone: each row also keeps Python objects around its arrays (section 1, the "
                   "pieces of a row)",
@@ -431,7 +442,10 @@ PREDICTIONS = {
         3: "this step's targets come from the per-sample loop, one call per transition (section 1), not from one "
            "batched pass per network",
         96: "Q(s, a) of the batch is one batched pass of the online network, not one per transition (section 4, "
-            "Whole learning steps)"}),
+            "Whole learning steps)"},
+        "count the forward passes of one learn(): for the targets, one per transition for each network the loop runs "
+        "(section 1's hook counts; with Double DQN both networks, section 3), then Q(s, a) of the batch's states "
+        "(section 4, Whole learning steps)"),
     "06b.ladder_factor": Prediction("the factor from the top rung to the bottom one", 0.05, lambda m: {
         403_200 / 7_072: "the top rung keeps s and s' as two separate 4-stacks of raw screens: 8 screens per "
                          "transition, not 4 (notebook 00)",

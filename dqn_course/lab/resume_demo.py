@@ -106,6 +106,34 @@ def wait_for_checkpoint(proc: subprocess.Popen, out_dir: str | os.PathLike, min_
     return step
 
 
+def _logged_steps(out_dir: str | os.PathLike) -> list[int]:
+    """The steps of the games in ``log.csv`` whose rows are whole (a row being written has no newline yet)."""
+    path = Path(out_dir) / "log.csv"
+    if not path.is_file():
+        return []
+    rows = path.read_text(encoding="utf-8").split("\n")[1:-1]  # the header, then whole rows only
+    return [int(row.split(",", 1)[0]) for row in rows if row]
+
+
+def wait_for_game_after_checkpoint(proc: subprocess.Popen, out_dir: str | os.PathLike, min_step: int,
+                                   timeout: float = 600) -> tuple[int, int]:
+    """Block until the run has a checkpoint at ``min_step`` or later and has logged a game after its newest
+    checkpoint: a kill then lands between two checkpoints, with work done since the last one. Returns (the newest
+    checkpoint's step, the last logged game's step) as seen; raises RuntimeError if the run ends first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        step = newest_step(out_dir)
+        games = _logged_steps(out_dir)
+        if step >= min_step and games and games[-1] > step:
+            return step, games[-1]
+        if proc.poll() is not None:
+            raise RuntimeError(f"the run ended (exit {proc.returncode}) before it logged a game after a checkpoint "
+                               f"at step {min_step} or later:\n" + proc.communicate()[1][-3000:])
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no game logged after a checkpoint at step >= {min_step} after {timeout:.0f} s")
+        time.sleep(0.05)
+
+
 def kill_hard(proc: subprocess.Popen) -> int:
     """SIGKILL: what the OOM killer sends. No handler runs, no file is closed; returns the exit code."""
     proc.send_signal(signal.SIGKILL)
