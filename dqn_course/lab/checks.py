@@ -404,7 +404,7 @@ PREDICTIONS = {
             "transition still holds padding: which of its frames can padding rebuild? (section 3, *Episode starts: "
             f"padding*, and {_LIFE})",
         30: "one frame per transition leaves out each game's last next-state frame (section 1, *The same transitions "
-            f"in three memories*) and what a lost life costs when only done is passed ({_LIFE})",
+            f"in four memories*) and what a lost life costs when only done is passed ({_LIFE})",
         39: "that counts a lost life as one more frame, as a reset would cost; but what does the state after a lost "
             f"life hold, padding or frames the agent saw? ({_LIFE})",
         45: _STACK_LIFE,
@@ -415,12 +415,12 @@ PREDICTIONS = {
         120: "that is a 4-frame stack per transition: how often does this memory keep a frame it has already "
              "stored? (section 2, *Building a stack by index*)",
         240: "that is s and s' stacks, 8 frames per transition, the layout this memory replaces (section 1, *The "
-             "same transitions in three memories*)",
-        54: "each game also stores its last next-state frame (section 1, *The same transitions in three memories*); "
+             "same transitions in four memories*)",
+        54: "each game also stores its last next-state frame (section 1, *The same transitions in four memories*); "
             "and which lost lives come early enough that the state after them still holds padding? (section 3, "
             "*Episode starts: padding*)",
         52: "one frame per transition leaves out each game's last next-state frame (section 1, *The same transitions "
-            "in three memories*)"},
+            "in four memories*)"},
         "count each game's frames (one per transition, plus its last next-state frame: section 1) and, at each lost "
         "life, the frames of the state after it that padding cannot rebuild from its first frame (section 3, "
         f"*Episode starts: padding*, and {_LIFE})"),
@@ -583,7 +583,7 @@ QUESTIONS = {
                                        "frame-sharing ring rebuilds every stack by index (section 2, *Building a "
                                        "stack by index*)",
                                   "c": "that is s and s' stored as two stacks each, the layout the ring replaces "
-                                       "(section 1, *The same transitions in three memories*)"}),
+                                       "(section 1, *The same transitions in four memories*)"}),
     "04.episode_end": ("c", "the flag passed as episode_end is True at the cut, so padding restarts where it should; "
                             "the same flag as done makes the cut transition terminal: its target drops a future it "
                             "had (section 5's table: only done decides bootstrapping)",
@@ -961,7 +961,8 @@ def check_ring(ring_class: Any) -> bool | None:
     assert tm.current < 500 * 84 * 84 // 4, (
         f"adding 1,500 frames kept {tm.current:,} more bytes allocated: the ring keeps the arrays it is given "
         "(a list or deque of references) or allocates per add. All the storage is made once, in __init__, with "
-        "a slot for every item, and each add copies its item into a slot (section 3, the *prefault* part)")
+        "a slot for every item, and each add copies its item into a slot (the layouts drawn at the top, and section "
+        "1: a deque keeps references, a ring copies into its own slots)")
     return _passed("the ring holds the newest `capacity` items in storage made once, and samples only them")
 
 
