@@ -92,18 +92,27 @@ def newest_step(out_dir: str | os.PathLike) -> int:
     return max((checkpoint_step(p) for p in list_checkpoints(out_dir)), default=-1)
 
 
+def _wait_until(proc: subprocess.Popen, seen, what: str, timeout: float):
+    """Poll ``seen()`` until it returns something other than None and return that; raises RuntimeError (with the
+    run's last stderr) if the run ends first, TimeoutError after ``timeout`` seconds. ``what``: what is awaited."""
+    deadline = time.monotonic() + timeout
+    while (found := seen()) is None:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the run ended (exit {proc.returncode}) before a {what}:\n"
+                               + proc.communicate()[1][-3000:])
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"still no {what} after {timeout:.0f} s")
+        time.sleep(0.05)
+    return found
+
+
 def wait_for_checkpoint(proc: subprocess.Popen, out_dir: str | os.PathLike, min_step: int,
                         timeout: float = 600) -> int:
     """Block until the run has written a checkpoint at ``min_step`` or later; returns that step."""
-    deadline = time.monotonic() + timeout
-    while (step := newest_step(out_dir)) < min_step:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the run ended (exit {proc.returncode}) before a checkpoint at step {min_step}:\n"
-                               + proc.communicate()[1][-3000:])
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no checkpoint at step >= {min_step} after {timeout:.0f} s")
-        time.sleep(0.1)
-    return step
+    def seen():
+        step = newest_step(out_dir)
+        return step if step >= min_step else None
+    return _wait_until(proc, seen, f"checkpoint at step {min_step} or later", timeout)
 
 
 def _logged_steps(out_dir: str | os.PathLike) -> list[int]:
@@ -120,18 +129,10 @@ def wait_for_game_after_checkpoint(proc: subprocess.Popen, out_dir: str | os.Pat
     """Block until the run has a checkpoint at ``min_step`` or later and has logged a game after its newest
     checkpoint: a kill then lands between two checkpoints, with work done since the last one. Returns (the newest
     checkpoint's step, the last logged game's step) as seen; raises RuntimeError if the run ends first."""
-    deadline = time.monotonic() + timeout
-    while True:
-        step = newest_step(out_dir)
-        games = _logged_steps(out_dir)
-        if step >= min_step and games and games[-1] > step:
-            return step, games[-1]
-        if proc.poll() is not None:
-            raise RuntimeError(f"the run ended (exit {proc.returncode}) before it logged a game after a checkpoint "
-                               f"at step {min_step} or later:\n" + proc.communicate()[1][-3000:])
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no game logged after a checkpoint at step >= {min_step} after {timeout:.0f} s")
-        time.sleep(0.05)
+    def seen():
+        step, games = newest_step(out_dir), _logged_steps(out_dir)
+        return (step, games[-1]) if step >= min_step and games and games[-1] > step else None
+    return _wait_until(proc, seen, f"game logged after a checkpoint at step {min_step} or later", timeout)
 
 
 def kill_hard(proc: subprocess.Popen) -> int:
