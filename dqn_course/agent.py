@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, Probability, check_module
 from dqn_course import check_arg
 from dqn_course.device import Uploader, check_device
 from dqn_course.networks import NatureCNN
@@ -38,7 +38,7 @@ def update_stats(loss: torch.Tensor, q_values: torch.Tensor, norm: torch.Tensor)
 
 @torch.no_grad()
 def td_targets(rewards: torch.Tensor, dones: torch.Tensor, next_states: torch.Tensor, online: torch.nn.Module,
-               target: torch.nn.Module, gamma: float, double: bool = False) -> torch.Tensor:
+               target: torch.nn.Module, gamma: Probability, double: bool = False) -> torch.Tensor:
     """TD targets y = r + γ (1 − done) V(s') of a batch, as a constant (no gradient flows into them).
 
     ``rewards`` and ``dones`` are float (B,), ``next_states`` uint8 (B, stack, 84, 84). V(s') is
@@ -96,8 +96,9 @@ class DQNAgent:
     same arguments).
     """
 
-    def __init__(self, n_actions: int, device: torch.device | str = "cpu", lr: float = 1e-4, gamma: float = 0.99,
-                 double: bool = False, max_grad_norm: float | None = 10.0, in_channels: int = 4,
+    def __init__(self, n_actions: Count, device: torch.device | str = "cpu", lr: float = 1e-4,
+                 gamma: Probability = 0.99, double: bool = False, max_grad_norm: float | None = 10.0,
+                 in_channels: Count = 4,
                  seed: int | None = None, targets: Callable[..., torch.Tensor] = td_targets,
                  loss: Callable[..., torch.Tensor] = td_loss):
         check_arg("n_actions", n_actions, integer=True, low=1)
@@ -123,7 +124,7 @@ class DQNAgent:
 
     # -- acting ---------------------------------------------------------------------------------
     @torch.no_grad()
-    def act(self, states: np.ndarray, epsilon: float) -> np.ndarray:
+    def act(self, states: np.ndarray, epsilon: Probability) -> np.ndarray:
         """ε-greedy actions for a batch of states (N, stack, 84, 84) uint8 (or one state); one forward for all N.
         ``ValueError`` for states of another shape or dtype, or ``epsilon`` outside [0, 1].
 

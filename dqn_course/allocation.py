@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, check_module
 from dqn_course import ConfigError
 from dqn_course.device import FIT_FRACTION, check_device, check_fits_on_device, free_memory, pick_device
 from dqn_course.networks import NatureCNN
@@ -55,7 +55,7 @@ class AllocationPlan:
         return sum(getattr(self, where).values())
 
 
-def network_parameters(in_channels: int = 4) -> int:
+def network_parameters(in_channels: Count = 4) -> int:
     """Parameters of the Q-network (``NatureCNN`` for Breakout), counted on the meta device: nothing allocated."""
     with torch.device("meta"):
         return sum(p.numel() for p in NatureCNN(N_ACTIONS, in_channels).parameters())

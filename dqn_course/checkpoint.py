@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, check_module
 from dqn_course.replay.base import MemoryLike
 from dqn_course.rng import parse_rng_state, rng_state_array
 
@@ -326,7 +326,7 @@ def restore_training_state(arrays: dict[str, np.ndarray], meta: dict, agent: Tra
     return meta["counters"]
 
 
-def replay_digest(memory: MemoryLike, batch_size: int = 64) -> str | None:
+def replay_digest(memory: MemoryLike, batch_size: Count = 64) -> str | None:
     """SHA-256 of the next batch ``memory.sample`` would return, without moving its generators.
 
     Saved with a checkpoint and recomputed after a restore: equal digests mean the restored memory

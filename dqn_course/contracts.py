@@ -9,7 +9,9 @@ The rules, by annotation:
 
 - ``int``: a whole number (``np.integer`` too; not ``bool``), ``>= 0``: counts, sizes, steps, seeds and indices
   are never negative here. ``Count`` (``>= 1``) is a count that cannot be zero; ``SignedInt`` takes negatives.
-- ``float``: a finite number (ints welcome; not ``bool``, not NaN or ±inf). ``MaybeInf`` also takes +inf.
+- ``float``: a finite number (ints welcome; not ``bool``, not NaN or ±inf). ``MaybeInf`` also takes +inf;
+  ``Probability`` is one in [0, 1] (ε, γ, β), ``Fraction`` one in (0, 1] (a share of a machine's memory).
+- ``Shape(n)``: a tuple or list of ``n`` whole numbers ``>= 1`` (``StackShape``: ``(stack, height, width)``).
 - ``bool``: True or False (not 0/1, not "false", which is true in Python).
 - ``str``: a string. A ``Path``/``os.PathLike`` (alone or in a union with ``str``): a string or path, neither
   empty nor holding a NUL byte.
@@ -21,9 +23,17 @@ The rules, by annotation:
 The checks guard the package's edge: a call from the package's own code (a module named ``dqn_course...``) is not
 checked again, since what it passes came in through a checked call or was made by the package; so the training
 loop's own calls cost a frame lookup each. Checks are also skipped while ``torch.compile`` traces.
+
+The check costs about a microsecond per call from outside, whatever the signature: at the first call each wrapped
+callable resolves its annotations once and compiles a checker with its own parameter list (Python binds the
+arguments, no ``Signature.bind``), in which each parameter is first tested by an inline expression that accepts
+the common values (an ``int`` in range, a finite ``float``, an instance of a plain class); only a value that fails
+it goes through the rule, which accepts or words the refusal. The inline test never accepts what the rule refuses
+(``tests/test_contracts.py`` compares them).
 """
 from __future__ import annotations
 
+import abc
 import collections.abc
 import contextlib
 import dataclasses
@@ -71,6 +81,53 @@ class AtLeast:
 
 Count = Annotated[int, AtLeast(1)]
 
+
+@dataclasses.dataclass(frozen=True)
+class Between:
+    """An ``Annotated`` mark on ``float``: ``low <= x <= high`` (``low < x`` when ``low_open``)."""
+    low: float
+    high: float
+    low_open: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("low", "high"):
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ArgumentError(f"Between: {name} must be a finite number, got {_short(value)}")
+        if not isinstance(self.low_open, bool):
+            raise ArgumentError(f"Between: low_open must be True or False, got {_short(self.low_open)}")
+        if not self.low < self.high:
+            raise ArgumentError(f"Between: low must be below high, got {self.low} and {self.high}")
+
+    def __str__(self) -> str:
+        return f"{'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
+
+
+Probability = Annotated[float, Between(0.0, 1.0)]  # ε, γ, β: a chance or a weight in [0, 1]
+Fraction = Annotated[float, Between(0.0, 1.0, low_open=True)]  # a share of something that cannot be none of it
+
+
+@dataclasses.dataclass(frozen=True)
+class Rank:
+    """An ``Annotated`` mark on a sequence of ints: a shape of exactly ``rank`` sizes, each ``>= 1``; ``names`` says
+    what they are in the refusal, e.g. ``"(stack, height, width)"``."""
+    rank: int
+    names: str = ""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:
+            raise ArgumentError(f"Rank: rank must be a whole number >= 1, got {_short(self.rank)}")
+        if not isinstance(self.names, str):
+            raise ArgumentError(f"Rank: names must be a string, got {_short(self.names)}")
+
+
+def Shape(rank: int, names: str = "") -> Any:  # noqa: N802 - used as a type, like typing's own aliases
+    """The annotation of a shape of ``rank`` positive sizes (a tuple or list of ints); ``Rank`` checks both."""
+    return Annotated[collections.abc.Sequence[int], Rank(rank, names)]
+
+
+StackShape = Shape(3, "(stack, height, width)")  # a replay memory's observation: a stack of 2-D frames
+
 Rule = Callable[[Any], "str | None"]  # None: the value is fine; else what the parameter must be
 
 
@@ -92,12 +149,28 @@ def _int_rule(low: int | None) -> Rule:
     return rule
 
 
-def _float_rule(inf_ok: bool) -> Rule:
+def _float_rule(inf_ok: bool, between: Between | None = None) -> Rule:
     def rule(value):
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-            return "a number"
+            return "a number" if between is None else f"a number in {between}"
         if math.isnan(value) or (math.isinf(value) and not (inf_ok and value > 0)):
-            return "a finite number" + (" (or +inf)" if inf_ok else "")
+            return "a finite number" + (" (or +inf)" if inf_ok else "") if between is None else \
+                f"a number in {between}"
+        if between is not None and not ((between.low < value if between.low_open else between.low <= value)
+                                         and value <= between.high):
+            return f"a number in {between}"
+        return None
+    return rule
+
+
+def _shape_rule(rank: Rank) -> Rule:
+    what = f"a shape of {rank.rank} positive whole numbers" + (f" {rank.names}" if rank.names else "")
+
+    def rule(value):
+        if not isinstance(value, (tuple, list, np.ndarray)) or len(value) != rank.rank:
+            return what
+        if any(isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 1 for d in value):
+            return what
         return None
     return rule
 
@@ -173,7 +246,10 @@ def rule_for(hint: Any) -> Rule | None:
         low = next((m.low for m in marks if isinstance(m, AtLeast)), None if SIGNED in marks else 0)
         return _int_rule(low)
     if hint is float:
-        return _float_rule(INF_OK in marks)
+        return _float_rule(INF_OK in marks, next((m for m in marks if isinstance(m, Between)), None))
+    rank = next((m for m in marks if isinstance(m, Rank)), None)
+    if rank is not None:
+        return _shape_rule(rank)
     if hint is bool:
         return _bool_rule
     if hint is str:
@@ -224,14 +300,144 @@ class _Annotated:
         self.__annotations__ = {"x": text}
 
 
+_is_compiling: Callable[[], bool] | None = None
+
+
 def _compiling() -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and torch.compiler.is_compiling()
+    global _is_compiling
+    if _is_compiling is None:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return False
+        _is_compiling = torch.compiler.is_compiling
+    return _is_compiling()
+
+
+_NOT_GIVEN = object()  # the checker's default for every parameter that has one: a value left out is not checked
+_INF = math.inf
+
+
+def _accept_expr(hint: Any, var: str, names: dict[str, Any]) -> str | None:
+    """A Python expression in ``var`` that is true for common values ``hint``'s rule accepts (and never for one it
+    refuses), for the compiled checker; None when there is none worth having. Objects it needs go into ``names``."""
+    marks: tuple = ()
+    if typing.get_origin(hint) is Annotated:
+        hint, *marks = typing.get_args(hint)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in args if a is not type(None)]
+        if any(m is os.PathLike or isinstance(m, type) and issubclass(m, PurePath) for m in members):
+            return None  # a path union has its own rule (non-empty, no NUL byte)
+        parts = [f"{var} is None"] if len(members) < len(args) else []
+        parts += [e for e in (_accept_expr(m, var, names) for m in members) if e is not None]
+        return " or ".join(f"({p})" for p in parts) or None
+    if hint is int:
+        low = next((m.low for m in marks if isinstance(m, AtLeast)), None if SIGNED in marks else 0)
+        return f"type({var}) is int" + ("" if low is None else f" and {var} >= {int(low)}")
+    if hint is float:
+        between = next((m for m in marks if isinstance(m, Between)), None)
+        if between is not None:  # NaN fails every comparison; ±inf fails the bounds
+            low = f"{float(between.low)!r} {'<' if between.low_open else '<='} {var}"
+            return f"(type({var}) is float or type({var}) is int) and {low} and {var} <= {float(between.high)!r}"
+        finite = f"{var} - {var} == 0.0"  # false for NaN and ±inf
+        return (f"type({var}) is int or type({var}) is float and "
+                + (f"({finite} or {var} == __c_inf)" if INF_OK in marks else finite))
+    if hint is bool:
+        return f"{var} is True or {var} is False"
+    if hint is str:
+        return f"type({var}) is str"
+    if marks or origin is not None or not isinstance(hint, type) or isinstance(hint, abc.ABCMeta) \
+            or getattr(hint, "_is_protocol", False) or issubclass(hint, (PurePath, os.PathLike)):
+        return None  # containers, literals, shapes, ABCs and protocols: the rule itself
+    name = f"__c_cls{len(names)}"
+    names[name] = hint
+    return f"isinstance({var}, {name})"
+
+
+def _refuse(where: str, shown: str, rule: Rule) -> Callable[[Any], None]:
+    """The slow path of one parameter: its rule, and the refusal naming it."""
+    def refuse(value) -> None:
+        why = rule(value)
+        if why is not None:
+            raise ArgumentError(f"{where}: {shown} must be {why}, got {_short(value)}")
+    return refuse
+
+
+def _refuse_item(where: str, rule: Rule) -> Callable[[str, Any], None]:
+    """The same for one item of ``*args`` or ``**kwargs``, shown by its index or name."""
+    def refuse(shown: str, value) -> None:
+        why = rule(value)
+        if why is not None:
+            raise ArgumentError(f"{where}: {shown} must be {why}, got {_short(value)}")
+    return refuse
+
+
+def _parameter_list(signature: inspect.Signature, names: dict[str, Any]) -> tuple[str, str]:
+    """(the parameter list of a ``def`` with ``signature``'s names, kinds and defaults, the arguments that pass each
+    on to a function of that signature); the defaults go into ``names`` as ``__c_d<i>``."""
+    header, passing, star = [], [], False
+    params = list(signature.parameters.values())
+    last_positional_only = max((i for i, p in enumerate(params) if p.kind is p.POSITIONAL_ONLY), default=-1)
+    for i, p in enumerate(params):
+        if p.name.startswith("__c_"):
+            raise ArgumentError(f"checked: a parameter named {p.name}: the checker's own names start with __c_")
+        if p.kind is p.VAR_POSITIONAL:
+            header.append(f"*{p.name}")
+            passing.append(f"*{p.name}")
+            star = True
+            continue
+        if p.kind is p.VAR_KEYWORD:
+            header.append(f"**{p.name}")
+            passing.append(f"**{p.name}")
+            continue
+        if p.kind is p.KEYWORD_ONLY and not star:
+            header.append("*")
+            star = True
+        if p.default is not p.empty:
+            names[f"__c_d{i}"] = p.default
+        header.append(p.name + (f"=__c_d{i}" if p.default is not p.empty else ""))
+        passing.append(f"{p.name}={p.name}" if p.kind is p.KEYWORD_ONLY else p.name)
+        if i == last_positional_only:
+            header.append("/")
+    return ", ".join(header), ", ".join(passing)
+
+
+def _check_lines(signature: inspect.Signature, hints: dict[str, Any], where: str, skip_first: bool,
+                 names: dict[str, Any]) -> list[str]:
+    """One line per checked parameter: an inline test of the common values, else the rule (``_refuse``); a value
+    left at its default is not checked. The objects the lines use go into ``names``."""
+    lines = []
+    for i, p in enumerate(signature.parameters.values()):
+        hint = hints.get(p.name, inspect.Parameter.empty)
+        rule = None if (skip_first and i == 0) else rule_for(hint)
+        if rule is None:
+            continue
+        if p.kind is p.VAR_POSITIONAL:
+            names[f"__c_r{i}"] = _refuse_item(where, rule)
+            lines.append(f"for __c_k, __c_v in enumerate({p.name}): __c_r{i}(f'{p.name}[{{__c_k}}]', __c_v)")
+        elif p.kind is p.VAR_KEYWORD:
+            names[f"__c_r{i}"] = _refuse_item(where, rule)
+            lines.append(f"for __c_k, __c_v in {p.name}.items(): __c_r{i}(__c_k, __c_v)")
+        else:
+            names[f"__c_r{i}"] = _refuse(where, p.name, rule)
+            accept = _accept_expr(hint, p.name, names)
+            tests = ([f"{p.name} is not __c_d{i}"] if p.default is not p.empty else []) + \
+                ([f"not ({accept})"] if accept is not None else [])
+            lines.append(f"if {' and '.join(tests)}: __c_r{i}({p.name})" if tests else f"__c_r{i}({p.name})")
+    return lines
+
+
+_OUTSIDE = "not __c_frame(1).f_globals.get('__name__', '').startswith('dqn_course') and not __c_compiling()"
 
 
 def checked(func: Callable, method: bool = False) -> Callable:
     """``func`` with its annotated arguments checked at each call (module docstring's rules); a no-op if done.
-    ``method``: its first parameter is ``self`` or ``cls``, not checked."""
+    ``method``: its first parameter is ``self`` or ``cls``, not checked.
+
+    The wrapper is a function with ``func``'s own parameters (so Python binds the arguments, and a missing or
+    unknown one is Python's ``TypeError``, naming it). At its first call it resolves the annotations and takes the
+    compiled checks as its code; from then on a call from outside the package runs them inline, then ``func``.
+    """
     if not callable(func):
         raise ArgumentError(f"checked: func must be a function (something callable), got {_short(func)}")
     if not isinstance(method, bool):
@@ -240,58 +446,28 @@ def checked(func: Callable, method: bool = False) -> Callable:
         return func
     signature = inspect.signature(func)
     where = func.__qualname__.replace(".__init__", "")
-    rules: dict[str, Rule] = {}
-    resolved = False
+    name = func.__name__ if func.__name__.isidentifier() else "checked"
+    names: dict[str, Any] = {"__c_func": func, "__c_frame": sys._getframe, "__c_compiling": _compiling,
+                             "__c_inf": _INF}
+    header, passing = _parameter_list(signature, names)
+    filename = f"<checked {where}>"
 
     def resolve() -> None:  # at the first call: by then every module a type-checking-only name comes from is loaded
-        nonlocal resolved
-        hints = _hints(func)
-        names = list(signature.parameters)[1 if method else 0:]
-        rules.update({name: rule for name in names
-                      if (rule := rule_for(hints.get(name, inspect.Parameter.empty))) is not None})
-        resolved = True
+        lines = _check_lines(signature, _hints(func), where, method, names) or ["pass"]
+        exec(compile(f"def {name}({header}):\n    if {_OUTSIDE}:\n" + "".join(f"        {line}\n" for line in lines)
+                     + f"    return __c_func({passing})\n"
+                     + f"def __c_checks({header}):\n" + "".join(f"    {line}\n" for line in lines),
+                     filename, "exec"), names)  # noqa: S102 - source made here, from the signature and names
+        wrapper.__code__ = names[name].__code__  # the same function object (held by classes and modules) from now on
 
-    positional = [p.name for p in signature.parameters.values() if p.kind in (p.POSITIONAL_ONLY,
-                                                                              p.POSITIONAL_OR_KEYWORD)]
-    simple = all(p.kind is not p.VAR_POSITIONAL and p.kind is not p.VAR_KEYWORD
-                 for p in signature.parameters.values())
-    required = {p.name for p in signature.parameters.values() if p.default is p.empty}
-
-    def check(name: str, kind, value) -> None:
-        rule = rules.get(name)
-        if rule is None:
-            return
-        items = (value.items() if kind is inspect.Parameter.VAR_KEYWORD else
-                 ((f"{name}[{i}]", v) for i, v in enumerate(value)) if kind is inspect.Parameter.VAR_POSITIONAL
-                 else ((name, value),))
-        for shown, item in items:  # *args and **kwargs: each item by the annotation's rule
-            why = rule(item)
-            if why is not None:
-                raise ArgumentError(f"{where}: {shown} must be {why}, got {_short(item)}")
-
-    @functools.wraps(func)
-    def call(*args, **kwargs):
-        # At the package's edge only: a call from the package's own code passes what was checked where it came in.
-        if not sys._getframe(1).f_globals.get("__name__", "").startswith("dqn_course") and not _compiling():
-            if not resolved:
-                resolve()
-            if (simple and len(args) <= len(positional) and all(k in signature.parameters for k in kwargs)
-                    and required.issubset((*positional[:len(args)], *kwargs))):
-                for name, value in zip(positional, args):  # the common case, without Signature.bind's cost
-                    check(name, None, value)
-                for name, value in kwargs.items():
-                    check(name, None, value)
-            else:
-                try:
-                    bound = signature.bind(*args, **kwargs)
-                except TypeError as error:
-                    raise ArgumentError(f"{where}: {error}") from None
-                for name, value in bound.arguments.items():
-                    check(name, signature.parameters[name].kind, value)
-        return func(*args, **kwargs)
-
-    call.__checked__ = True
-    return call
+    names["__c_resolve"] = resolve
+    exec(compile(f"def {name}({header}):\n    __c_resolve()\n    if {_OUTSIDE}:\n        __c_checks({passing})\n"
+                 f"    return __c_func({passing})\n", filename, "exec"), names)  # noqa: S102 - made here, from names
+    wrapper = names[name]
+    functools.update_wrapper(wrapper, func)
+    wrapper.__checked__ = True
+    wrapper.__checker_names__ = names  # _rebind_defaults keeps the defaults here in step with the function's
+    return wrapper
 
 
 def _wrap_methods(cls: type, init: bool) -> None:
@@ -337,7 +513,11 @@ def _rebind_defaults(namespace: dict, module: str, wrapped: dict) -> None:
     for cls in (c for c in namespace.values() if inspect.isclass(c) and c.__module__ == module):
         functions += [m.__func__ if isinstance(m, (staticmethod, classmethod)) else m for m in vars(cls).values()
                       if inspect.isfunction(m) or isinstance(m, (staticmethod, classmethod))]
-    for f in (getattr(f, "__wrapped__", f) for f in functions):
+    for f in [*functions, *(getattr(f, "__wrapped__", f) for f in functions)]:  # the wrappers and the functions
+        if hasattr(f, "__checker_names__"):  # the wrapper's checks compare a value with its default
+            names = f.__checker_names__
+            names.update({k: wrapped.get(d, d) for k, d in names.items() if k.startswith("__c_d")
+                          and inspect.isfunction(d)})
         if f.__defaults__:
             f.__defaults__ = tuple(wrapped.get(d, d) if inspect.isfunction(d) else d for d in f.__defaults__)
         if f.__kwdefaults__:

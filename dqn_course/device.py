@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, Fraction, check_module
 from dqn_course.profiling import InsufficientMemoryError, format_bytes
 
 FIT_FRACTION = 0.9  # the share of a device's free memory a planned allocation may take (as for host RAM)
@@ -37,7 +37,7 @@ def free_memory(device: torch.device | str) -> int | None:
 
 
 def check_fits_on_device(needed: int, device: torch.device | str, what: str, fixes: str,
-                         fraction: float = FIT_FRACTION) -> None:
+                         fraction: Fraction = FIT_FRACTION) -> None:
     """Refuse, before allocating, ``needed`` bytes on a CUDA ``device`` beyond ``fraction`` of its free memory.
 
     Raises ``InsufficientMemoryError`` naming ``what``, the bytes needed, the free memory and ``fixes`` (what to
@@ -61,7 +61,7 @@ class Uploader:
     are in use.
     """
 
-    def __init__(self, device: torch.device | str, depth: int = 4):
+    def __init__(self, device: torch.device | str, depth: Count = 4):
         self.device = torch.device(device)
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be a whole number >= 1 (sets of pinned buffers), got {depth!r}")
@@ -95,7 +95,7 @@ class Uploader:
 class Capture(Protocol):
     """What a learner needs of a graph capture (``GraphCapture``'s interface): a CPU stand-in can keep it too."""
 
-    def warm_up(self, fn: Callable[[], None], times: int) -> None: ...
+    def warm_up(self, fn: Callable[[], None], times: Count) -> None: ...
 
     def record(self, fn: Callable[[], None]) -> Callable[[], None]: ...
 
@@ -118,7 +118,7 @@ class GraphCapture:
         if self.device.type != "cuda":
             raise ValueError(f"a CUDA graph needs a CUDA device, got {self.device}")
 
-    def warm_up(self, fn: Callable[[], None], times: int) -> None:
+    def warm_up(self, fn: Callable[[], None], times: Count) -> None:
         """Run ``fn`` ``times`` times on a side stream, as a capture needs, then make the device's current stream
         wait for them (also when one raises)."""
         with torch.cuda.device(self.device):

@@ -25,7 +25,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, RecordEpisodeStatistics
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, check_module
 from dqn_course import check_arg
 
 ENV_ID = "ALE/Breakout-v5"
@@ -75,7 +75,7 @@ class FireOnReset(gym.Wrapper):
         return obs, info
 
 
-def make_breakout(seed: int | None = None, frame_stack: int = 4, max_episode_steps: int | None = None,
+def make_breakout(seed: int | None = None, frame_stack: Count = 4, max_episode_steps: int | None = None,
                   render_mode: str | None = None, noop_max: int = 30) -> gym.Env:
     """One Breakout environment with the DQN preprocessing above; ``reset(seed=...)`` is done for you.
 
@@ -112,7 +112,7 @@ def make_raw_breakout(seed: int | None = None, render_mode: str | None = None) -
     return env
 
 
-def make_vector_breakout(num_envs: int, seed: int = 0, num_threads: int = 0, frame_stack: int = 4):
+def make_vector_breakout(num_envs: Count, seed: int = 0, num_threads: int = 0, frame_stack: Count = 4):
     """``num_envs`` Breakouts stepped in C++ threads by ale-py's ``AtariVectorEnv``.
 
     Same preprocessing as ``make_breakout`` (no-op reset, skip 4 + max-pool, 84x84 gray, FIRE on
@@ -141,10 +141,16 @@ def learning_signals(reward: float | np.ndarray, terminated: bool | np.ndarray, 
     ``episode_end``: the next step starts a new game (it ended, or a time limit cut it: ``truncated``); a lost life
     is not one, the game and its frames go on.
     """
+    shapes = {name: np.shape(value) for name, value in (("reward", reward), ("terminated", terminated),
+                                                         ("truncated", truncated), ("life_lost", life_lost))}
+    if len(set(shapes.values())) > 1:
+        raise ValueError("learning_signals: reward, terminated, truncated and life_lost must be one env's values or "
+                         "arrays of one shape (one entry per env), got shapes "
+                         + ", ".join(f"{name} {list(shape)}" for name, shape in shapes.items()))
     return np.sign(reward), terminated | life_lost, terminated | truncated
 
 
-def random_frames(n: int, seed: int = 0, frame_stack: int = 4) -> list[tuple]:
+def random_frames(n: Count, seed: int = 0, frame_stack: Count = 4) -> list[tuple]:
     """``n`` transitions of random play as (state, action, reward, next_state, done, episode_end).
 
     Real Breakout frames for memory measurements and tests. ``state = next_state`` is passed on by
@@ -174,7 +180,7 @@ class SyncVectorBreakout(gym.vector.SyncVectorEnv):
         return self.step(self._sent)
 
 
-def make_vector_envs(num_envs: int = 1, seed: int = 0, backend: str = "gymnasium"):
+def make_vector_envs(num_envs: Count = 1, seed: int = 0, backend: str = "gymnasium"):
     """N Breakouts behind gymnasium's vector API, with next-step autoreset in both backends.
 
     ``backend="gymnasium"`` steps ``make_breakout`` copies one after another in this process (the

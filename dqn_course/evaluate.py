@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import gymnasium as gym
 import numpy as np
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, Probability, check_module
 from dqn_course.agent import DQNAgent
 from dqn_course.envs import make_breakout
 
@@ -94,8 +94,8 @@ class Game(NamedTuple):
     finished: bool  # the game ended (all lives lost), rather than being cut by the env's step limit
 
 
-def play_game(env: gym.Env, state: np.ndarray, agent: DQNAgent | None, epsilon: float, random_action: Callable[[], int],
-              each_step: Callable[[], None] | None = None) -> Game:
+def play_game(env: gym.Env, state: np.ndarray, agent: DQNAgent | None, epsilon: Probability,
+              random_action: Callable[[], int], each_step: Callable[[], None] | None = None) -> Game:
     """Play ``env`` (a ``make_breakout`` env, just reset to ``state``) until its game ends or is cut: the agent
     acts ε-greedily with ``epsilon``, or ``agent=None`` takes ``random_action()`` at every step. ``each_step`` is
     called after every step (e.g. to render the screen)."""
@@ -110,7 +110,7 @@ def play_game(env: gym.Env, state: np.ndarray, agent: DQNAgent | None, epsilon: 
             return Game(score, steps, lost, bool(terminated))
 
 
-def play_games(agent: DQNAgent | None, games: int, seed: int, epsilon: float, max_steps: int,
+def play_games(agent: DQNAgent | None, games: Count, seed: int, epsilon: Probability, max_steps: Count,
                progress: bool = False, seed_epsilon: bool = True) -> list[float]:
     """Unclipped scores of ``games`` whole games in one environment seeded with ``seed``; ``agent=None`` plays
     uniformly random actions. With ``seed_epsilon`` the agent's ε draws use a generator seeded with ``seed`` (its
@@ -138,8 +138,8 @@ def run_seeds(config: dict) -> tuple[int, int]:
     return seed, seed + max(int(config.get("total_steps", 0)) + int(config.get("num_envs", 1)), EVAL_SEED_OFFSET)
 
 
-def policy_vs_random(path: str | Path, games: int = 30, seed: int = DEFAULT_SEED, epsilon: float = 0.05,
-                     max_steps: int | None = None, allow_run_seeds: bool = False, progress: bool = False) -> dict:
+def policy_vs_random(path: str | Path, games: Count = 30, seed: int = DEFAULT_SEED, epsilon: Probability = 0.05,
+                     max_steps: Count | None = None, allow_run_seeds: bool = False, progress: bool = False) -> dict:
     """Play the policy at ``path`` and random actions under one protocol; returns both, their ratio and the
     protocol. ``max_steps=None`` takes the run's own evaluation cap. Raises ``PolicyFileError`` for a bad file and
     ``ValueError`` for settings that cannot work (a seed inside the run's range unless ``allow_run_seeds``)."""

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, check_module
 from dqn_course.cleanup import exit_on_signals
 
 MAX_FILES = 7  # a GPU window brings back 8 files; its runner keeps one (gpu.txt)
@@ -107,7 +107,7 @@ def cap_output(folder: Path, max_files: int = MAX_FILES, max_bytes: int = MAX_FI
 
 # -- the stages that run inside a stage process ---------------------------------------------------------------------
 
-def random_frames_memory(device: str | torch.device, capacity: int, streams: int = 8, seed: int = 0):
+def random_frames_memory(device: str | torch.device, capacity: Count, streams: Count = 8, seed: int = 0):
     """A ``MultiStreamMemory`` (frame bank on ``device``, ``padding="repeat"``) filled to capacity with random
     84x84 frames in episodes of 500 steps: what the fast path's checks and benchmarks update from."""
     from dqn_course.replay import MultiStreamMemory

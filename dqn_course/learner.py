@@ -118,7 +118,7 @@ class DeviceLearner:
     STATS_RTOL = 1e-4  # self-check: loss, max-Q and gradient norm of the two updates, relative difference
     STEP_RTOL = 1e-2  # self-check: |graph step - eager step| / |eager step| over all weights (L2 norms)
 
-    def __init__(self, agent: DQNAgent, memory: MultiStreamMemory, batch_size: int, graph: bool | None = None,
+    def __init__(self, agent: DQNAgent, memory: MultiStreamMemory, batch_size: Count, graph: bool | None = None,
                  compile: bool = False, capture: Capture | None = None):
         if getattr(memory, "bank", None) is None or memory.device != agent.device:
             raise ValueError(f"DeviceLearner needs a MultiStreamMemory whose frames are one bank on {agent.device} "

@@ -8,13 +8,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, check_module
 
 
 class NatureCNN(nn.Module):
     """3 conv layers + 512-unit hidden layer; input (B, stack, 84, 84) uint8, output (B, n_actions)."""
 
-    def __init__(self, n_actions: int, in_channels: int = 4):
+    def __init__(self, n_actions: Count, in_channels: Count = 4):
         super().__init__()
         self.n_actions = n_actions
         self.net = nn.Sequential(

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, Probability, check_module
 from dqn_course import check_arg
 from dqn_course.replay import Batch, FrameSharingMemory, MultiStreamMemory
 from dqn_course.replay.base import Seed
@@ -93,6 +93,28 @@ def _update(nodes, size, capacity, indices, values):
     return 0
 
 
+@njit("int64(float64[::1], int64, int64, int64[::1], float64[::1])", cache=True, nogil=True)
+def _gather(nodes, size, capacity, indices, out):
+    """``out[k] = leaf indices[k]``; 1 (nothing read) if an index is outside [0, capacity), else 0."""
+    for k in range(indices.size):
+        if indices[k] < 0 or indices[k] >= capacity:
+            return 1
+    for k in range(indices.size):
+        out[k] = nodes[size + indices[k]]
+    return 0
+
+
+def _leaf_row(name: str, values: np.ndarray | Sequence[float], integer: bool) -> np.ndarray:
+    """``values`` as one contiguous int64 (``integer``) or float64 row, ``ValueError`` naming ``name`` for another
+    shape or kind of entries; the ranges are the compiled kernels' to check (in the same pass as their work)."""
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one row (one entry per leaf), got shape {array.shape}")
+    if array.size and array.dtype.kind not in ("iu" if integer else "iuf"):
+        raise ValueError(f"{name} must hold {'whole' if integer else 'real'} numbers, got dtype {array.dtype}")
+    return np.ascontiguousarray(array, np.int64 if integer else np.float64)
+
+
 class CompiledSumTree:
     """The classic binary sum tree, its loops compiled with numba: what ``PrioritizedMemory`` uses.
 
@@ -104,7 +126,7 @@ class CompiledSumTree:
     ``SumTree.sample`` draws them), so a seeded run is reproducible and both trees see the same draws.
     """
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: Count):
         if capacity < 1:
             raise ValueError(f"capacity must be positive, got {capacity}")
         self.capacity = capacity
@@ -120,12 +142,19 @@ class CompiledSumTree:
         return self.nodes.nbytes
 
     def get(self, indices: np.ndarray | Sequence[int]) -> np.ndarray:
-        return self.nodes[self.size + check_leaves("indices", indices, integer=True, below=self.capacity)]
+        """The leaves' priorities; ``IndexError`` for an index outside [0, capacity)."""
+        indices = _leaf_row("indices", indices, integer=True)
+        out = np.empty(indices.size, np.float64)
+        if _gather(self.nodes, self.size, self.capacity, indices, out):
+            raise IndexError(f"leaf indices must be in [0, {self.capacity})")
+        return out
 
     def update(self, indices: np.ndarray | Sequence[int], values: np.ndarray | Sequence[float]) -> None:
-        """Set leaves (the last value wins for repeated indices) and refresh the sums above them."""
-        indices = check_leaves("indices", indices, integer=True, non_negative=False)
-        values = check_leaves("values", values)
+        """Set leaves (the last value wins for repeated indices) and refresh the sums above them. Refuses
+        (nothing written) indices outside [0, capacity) (``IndexError``), negative or non-finite values and a
+        count of values other than of indices (``ValueError``)."""
+        indices = _leaf_row("indices", indices, integer=True)
+        values = _leaf_row("values", values, integer=False)
         if indices.size != values.size:
             raise ValueError(f"got {indices.size} indices but {values.size} values")
         status = _update(self.nodes, self.size, self.capacity, indices, values)
@@ -144,7 +173,7 @@ class CompiledSumTree:
         _descend(self.nodes, self.size, mass.reshape(-1), out)
         return out.reshape(mass.shape)  # the shape of the masses given, like SumTree.find
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+    def sample(self, batch_size: Count, rng: np.random.Generator) -> np.ndarray:
         """Stratified: one draw in each of ``batch_size`` equal slices of the total mass."""
         if not self.nodes[1] > 0:
             raise ValueError("cannot sample from a tree whose priorities are all zero")
@@ -177,12 +206,12 @@ def check_leaves(name: str, values: np.ndarray | Sequence[float], integer: bool 
 TREES = {"compiled": CompiledSumTree}  # PrioritizedMemory's ``tree`` names; a tree class is taken too
 
 
-def beta_at(step: int, total_steps: int, beta0: float = 0.4) -> float:
+def beta_at(step: int, total_steps: int, beta0: Probability = 0.4) -> float:
     """Importance-sampling exponent, annealed linearly from ``beta0`` to 1 over the run."""
     return min(1.0, beta0 + (1.0 - beta0) * step / max(1, total_steps))
 
 
-def importance_weights(probabilities: np.ndarray, n: int, beta: float) -> np.ndarray:
+def importance_weights(probabilities: np.ndarray, n: Count, beta: Probability) -> np.ndarray:
     """w_i = (N * P(i)) ** -beta, divided by the batch's largest weight so that w <= 1."""
     w = (n * np.asarray(probabilities, np.float64)) ** (-beta)
     return (w / w.max()).astype(np.float32)
@@ -260,7 +289,7 @@ class PrioritizedMemory:
         """Every generator ``sample`` draws from (for checkpoints' digests)."""
         return [self.rng, *self.memory.generators()]
 
-    def sample(self, batch_size: int, beta: float = 0.4) -> Batch:
+    def sample(self, batch_size: Count, beta: Probability = 0.4) -> Batch:
         """``batch_size`` transitions drawn in proportion to their priority, with importance weights for the
         exponent ``beta`` (in [0, 1]) and their tree leaves (``indices``, for ``update_priorities``)."""
         self.memory._check_batch_size(batch_size)  # an integer, and no more than the memory holds

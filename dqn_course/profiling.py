@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Fraction, check_module
 
 # The course's one unit system is decimal (SI): 1 GB = 10^9 bytes, so 1M frames of 84 x 84 bytes are 7.056 GB.
 GB = 10**9
@@ -52,7 +52,7 @@ def format_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
-def check_fits(needed: int, what: str = "this buffer", fraction: float = 0.9, available: int | None = None) -> None:
+def check_fits(needed: int, what: str = "this buffer", fraction: Fraction = 0.9, available: int | None = None) -> None:
     """Refuse, before allocating, anything that needs more than ``fraction`` of the available RAM.
 
     The error says how much is needed and how much there is, so the learner can pick a capacity.
@@ -78,7 +78,7 @@ class FitReport:
     max_items: int  # the most that fit in ``fraction`` of the available RAM
 
 
-def fits_in_ram(items: int, bytes_per_item: float, fraction: float = 0.9, available: int | None = None) -> FitReport:
+def fits_in_ram(items: int, bytes_per_item: float, fraction: Fraction = 0.9, available: int | None = None) -> FitReport:
     """Does ``items`` x ``bytes_per_item`` fit in this machine's available RAM (times ``fraction``)?"""
     have = available_bytes() if available is None else available
     needed = int(items * bytes_per_item)
@@ -103,8 +103,18 @@ class LinearFit:
 
 
 def fit_linear(steps: np.ndarray | Sequence[float], values: np.ndarray | Sequence[float]) -> LinearFit:
-    """Least-squares line through (step, bytes) readings, with R² so a learner can see it is linear."""
-    x, y = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
+    """Least-squares line through (step, bytes) readings, with R² so a learner can see it is linear.
+
+    ``steps`` and ``values``: rows of finite numbers of one length, at least two different steps; else
+    ``ValueError`` naming the one that is not."""
+    x, y = (np.asarray(a) for a in (steps, values))
+    for name, a in (("steps", x), ("values", y)):
+        if a.ndim != 1 or a.dtype.kind not in "iuf" or not np.isfinite(a).all():
+            raise ValueError(f"fit_linear: {name} must be one row of finite numbers, got {a.dtype}{list(a.shape)}")
+    if x.size != y.size:
+        raise ValueError(f"fit_linear: steps and values must pair one reading with each step, got {x.size} steps and "
+                         f"{y.size} values")
+    x, y = x.astype(float), y.astype(float)
     if x.size < 2 or np.ptp(x) == 0:
         raise ValueError("need at least two readings at different steps to fit a line")
     slope, intercept = np.polyfit(x, y, 1)

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from dqn_course.contracts import Count, check_module
+from dqn_course.contracts import Count, Probability, check_module
 from dqn_course.agent import UPDATE_STATS, DQNAgent
 from dqn_course.checkpoint import (
     CheckpointError,
@@ -95,7 +95,7 @@ class GameLog:
         self.last: deque[float] = deque(maxlen=10)  # returns of the last finished games
         self.last_t, self.last_step = time.perf_counter(), step
 
-    def record(self, rewards: np.ndarray, real: np.ndarray, ended: np.ndarray, step: int, eps: float,
+    def record(self, rewards: np.ndarray, real: np.ndarray, ended: np.ndarray, step: int, eps: Probability,
                diagnostics: Callable[[], dict | None], replay_size: int) -> None:
         """Add one vector step's rewards (``real`` envs only) and log the games that ``ended`` there
         (``diagnostics()`` is asked only then: reading a value from a GPU waits for it)."""
@@ -105,7 +105,7 @@ class GameLog:
             self.game(step, float(self.returns[i]), int(self.lengths[i]), eps, diagnostics() or {}, replay_size)
             self.returns[i], self.lengths[i] = 0, 0
 
-    def game(self, step: int, score: float, length: int, eps: float, stats: dict, replay_size: int) -> None:
+    def game(self, step: int, score: float, length: int, eps: Probability, stats: dict, replay_size: int) -> None:
         """Log one finished game: its row of ``log.csv`` (``stats``: the updates' means, empty before the first)."""
         now = time.perf_counter()
         self.last.append(score)
@@ -197,7 +197,7 @@ class RunTimer:
 
 # -- evaluations and files -----------------------------------------------------------------------------------------
 
-def play_evaluation(agent: DQNAgent | None, cfg: Config, episodes: int) -> list[float]:
+def play_evaluation(agent: DQNAgent | None, cfg: Config, episodes: Count) -> list[float]:
     """Whole-game returns (unclipped) of the ε-greedy policy with ε = eval_epsilon.
 
     ``agent=None`` plays uniformly random actions under the very same protocol (games, seeds, step

@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, Probability, check_module
 from dqn_course import ConfigError, add_field_options, require
 from dqn_course.agent import DQNAgent, td_loss, td_targets
 from dqn_course.allocation import dry_run
@@ -51,7 +51,7 @@ from dqn_course.stopping import DiskFullError, StopRequests, is_disk_full
 from dqn_course.watchdog import MemoryWatchdog
 
 
-def linear_epsilon(step: int, start: float, end: float, decay_steps: int) -> float:
+def linear_epsilon(step: int, start: Probability, end: Probability, decay_steps: int) -> float:
     """ε of ε-greedy at agent step ``step``: ``start`` at step 0, falling linearly to ``end`` at ``decay_steps``,
     then ``end`` for the rest of the run. A learner's own schedule takes the same arguments (``train(cfg,
     epsilon=...)``)."""
@@ -64,7 +64,7 @@ def epsilon_at(step: int, cfg: Config, schedule: Callable[[int, float, float, in
     return schedule(step, cfg.eps_start, cfg.eps_end, max(1, int(cfg.eps_fraction * cfg.total_steps)))
 
 
-def crossed(before: int, now: int, every: int) -> bool:
+def crossed(before: int, now: int, every: Count) -> bool:
     """Did the step counter pass a multiple of ``every`` (it moves by num_envs at a time)?"""
     return now // every > before // every
 

@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
 for p in (str(REPO_ROOT), str(TESTS_DIR)):
@@ -29,3 +31,18 @@ try:
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 except ImportError:  # hypothesis is a dev extra; only test_replay_properties needs it
     pass
+
+
+@pytest.fixture
+def deterministic_kernels():
+    """For a test that compares two runs on a GPU: cuDNN's deterministic algorithms only (its default backward
+    kernels sum in a schedule-dependent order, which moves weights by 1e-7 to 3e-5 between identical runs), no
+    autotuning; restored afterwards, so other tests run as training does."""
+    import torch
+
+    saved = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved

@@ -3,12 +3,17 @@ tests/test_public_edges.py)."""
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from dqn_course.contracts import ArgumentError, Count, MaybeInf, SignedInt, check_module, checked
+from dqn_course.contracts import (ArgumentError, Count, Fraction, MaybeInf, Probability, Shape, SignedInt,
+                                  StackShape, _accept_expr, check_module, checked, rule_for)
 
 
 @checked
@@ -48,10 +53,11 @@ def test_right_arguments_run_the_body_numpy_kinds_and_ints_for_floats_included()
                 "arr": np.zeros(2), "items": (1, 2)}) == "ran"
 
 
-def test_a_missing_or_unknown_argument_is_an_argument_error():
-    with pytest.raises(ArgumentError, match="f: missing a required argument: 'name'"):
+def test_a_missing_or_unknown_argument_is_pythons_own_type_error_naming_it():
+    """The wrapper has the function's own parameters, so Python binds the arguments and says what is wrong."""
+    with pytest.raises(TypeError, match=r"f\(\) missing 1 required positional argument: 'name'"):
         f(**{k: v for k, v in GOOD.items() if k != "name"})
-    with pytest.raises(ArgumentError, match="unexpected keyword argument 'speed'"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'speed'"):
         f(**GOOD, speed=1)
 
 
@@ -107,3 +113,78 @@ def test_only_calls_from_outside_the_package_are_checked():
     assert inside["forward"](size, -1) == -1  # the package passes what it checked where it came in
     with pytest.raises(ArgumentError, match="size: n must be a whole number >= 0"):
         size(-1)
+
+
+@checked
+def h(p: Probability, q: Fraction, obs_shape: StackShape, frame: Shape(2) = (84, 84), /, *, eps: Probability = 0.5,
+      **more: Count) -> str:
+    return "ran"
+
+
+@pytest.mark.parametrize("args, kwargs, words", [
+    ((1.5, 0.5, (4, 84, 84)), {}, "h: p must be a number in [0, 1], got 1.5"),
+    ((-0.1, 0.5, (4, 84, 84)), {}, "h: p must be a number in [0, 1], got -0.1"),
+    ((0.5, 0, (4, 84, 84)), {}, "h: q must be a number in (0, 1], got 0"),
+    ((0.5, 2, (4, 84, 84)), {}, "h: q must be a number in (0, 1], got 2"),
+    ((0.5, 0.5, (84, 84)), {}, "h: obs_shape must be a shape of 3 positive whole numbers (stack, height, width), got "
+                               "(84, 84)"),
+    ((0.5, 0.5, (4, 0, 84)), {}, "obs_shape must be a shape of 3 positive whole numbers"),
+    ((0.5, 0.5, (4, 84, 84), (84, 84, 1)), {}, "h: frame must be a shape of 2 positive whole numbers, got (84, 84, 1)"),
+    ((0.5, 0.5, (4, 84, 84)), dict(eps=math.nan), "h: eps must be a number in [0, 1], got nan"),
+    ((0.5, 0.5, (4, 84, 84)), dict(batch=0), "h: batch must be a whole number >= 1, got 0"),
+])
+def test_probabilities_fractions_and_shapes_are_refused_by_rule(args, kwargs, words):
+    with pytest.raises(ArgumentError) as info:
+        h(*args, **kwargs)
+    assert words in str(info.value)
+
+
+def test_the_edges_of_probabilities_fractions_and_shapes_are_taken():
+    assert h(0, 1, [4, 84, 84], np.array([84, 84]), eps=1, batch=np.int64(2)) == "ran"
+    assert h(1.0, 1e-9, (1, 1, 1)) == "ran"
+
+
+values = st.one_of(
+    st.integers(-3, 3), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(), st.text(max_size=2),
+    st.sampled_from([np.int64(2), np.int64(-1), np.float32(0.5), np.float64(np.nan), np.bool_(True), np.zeros(2),
+                     (4, 84, 84), [4, 0, 84], (84, 84), Path("x"), "", object()]))
+HINTS = [int, Count, SignedInt, float, MaybeInf, Probability, Fraction, bool, str, np.ndarray, np.ndarray | None,
+         int | None, Count | None, float | None, Probability | None, np.ndarray | Sequence[int], StackShape,
+         str | Path, Path | None, bool | np.ndarray]
+
+
+@settings(max_examples=400)
+@given(hint=st.sampled_from(HINTS), value=values)
+def test_the_inline_test_never_takes_what_the_rule_refuses_and_the_wrapper_agrees_with_the_rule(hint, value):
+    """The compiled checker's fast path (``_accept_expr``) only skips the rule for values the rule accepts, and a
+    wrapped function refuses exactly what the rule refuses."""
+    names: dict = {"__c_inf": math.inf}
+    expr = _accept_expr(hint, "v", names)
+    verdict = rule_for(hint)(value)
+    if expr is not None and eval(expr, {**names, "v": value}):  # noqa: S307 - the checker's own expression
+        assert verdict is None, f"{expr} took {value!r}, which the rule refuses: {verdict}"
+
+    def g(v):
+        return "ran"
+
+    g.__annotations__ = {"v": hint}
+    wrapped = checked(g)
+    if verdict is None:
+        assert wrapped(value) == "ran"
+    else:
+        with pytest.raises(ArgumentError, match=f"g: v must be {re.escape(verdict)}"):
+            wrapped(value)
+
+
+def test_a_default_left_out_is_not_checked_and_a_wrapper_keeps_positional_and_keyword_only_parameters():
+    def k(a: int, b: int = None, /, c: float = 0.5, *rest: Count, d: bool = False) -> tuple:  # None: "not given"
+        return a, b, c, rest, d
+
+    k = checked(k)
+    assert k(1) == (1, None, 0.5, (), False) and k(1, 2, 0.25, 3, 4, d=True) == (1, 2, 0.25, (3, 4), True)
+    with pytest.raises(ArgumentError, match=r"k: rest\[1\] must be a whole number >= 1, got 0"):
+        k(1, 2, 0.25, 3, 0)
+    with pytest.raises(TypeError, match="positional-only"):
+        k(a=1)
+    with pytest.raises(TypeError):
+        k(1, 2, 0.5, 3, True)  # d is keyword-only: True goes into *rest, whose rule refuses it

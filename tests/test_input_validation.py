@@ -17,6 +17,10 @@ from dqn_course import ConfigError
 from dqn_course.checkpoint import checkpoint_path, latest_checkpoint, list_checkpoints, prune_checkpoints, \
     write_checkpoint
 from dqn_course.distributed import DistConfig
+from dqn_course.envs import learning_signals
+from dqn_course.evaluate import play_games
+from dqn_course.networks import NatureCNN
+from dqn_course.profiling import check_fits, fit_linear
 from dqn_course.replay import FoldedRingMemory, FrameSharingMemory, MultiStreamMemory
 from dqn_course.train import PRESETS, Config
 from dqn_course.train import ConfigError as TrainConfigError
@@ -389,7 +393,7 @@ def test_list_and_prune_checkpoints_leave_other_files_alone(tmp_path):
     (dict(n_actions=4.0), ["n_actions", "whole number"]),
     (dict(lr="fast"), ["lr", "'fast'"]),
     (dict(lr=0), ["lr", "> 0"]),
-    (dict(gamma=1.5), ["gamma", "<= 1"]),
+    (dict(gamma=1.5), ["gamma", "in [0, 1]"]),
     (dict(double="false"), ["double", "True or False"]),
     (dict(seed="abc"), ["seed", "'abc'"]),
     (dict(device="tpu9"), ["device='tpu9'", "is not a torch device"]),
@@ -415,3 +419,22 @@ def test_make_breakout_refuses_nonsense(kwargs, words):
     with pytest.raises(ValueError) as info:
         make_breakout(**kwargs)
     refused(info, *words)
+
+
+# -- what a probe of functions no issue named let through: counts, probabilities, fractions, pairs, shapes ---------
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: NatureCNN(0), "n_actions"),
+    (lambda: play_games(None, games=0, seed=0, epsilon=0.05, max_steps=10), "games"),
+    (lambda: play_games(None, games=1, seed=0, epsilon=2, max_steps=10), "epsilon"),
+    (lambda: check_fits(10, fraction=2), "fraction"),
+    (lambda: check_fits(10, fraction=0), "fraction"),
+    (lambda: fit_linear([0, 1, 2], [5, 6]), "values"),
+    (lambda: FoldedRingMemory(100, obs_shape=(84, 84)), "obs_shape"),
+    (lambda: FrameSharingMemory(100, obs_shape=(4, 84, 84, 1)), "obs_shape"),
+    (lambda: learning_signals(np.zeros(3), np.zeros(3, bool), np.zeros(2, bool), np.zeros(3, bool)), "truncated"),
+])
+def test_counts_probabilities_fractions_pairs_and_shapes_are_refused_naming_the_parameter(call, name):
+    with pytest.raises(ValueError) as info:
+        call()
+    assert name in str(info.value)

@@ -91,7 +91,7 @@ def test_window_at_names_the_frames_batch_at_returns():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("double", [False, True])
-def test_cuda_graph_update_equals_the_eager_update(double):
+def test_cuda_graph_update_equals_the_eager_update(double, deterministic_kernels):
     eager_agent, graph_agent = DQNAgent(4, "cuda", seed=2, double=double), DQNAgent(4, "cuda", seed=2, double=double)
     eager = DeviceLearner(eager_agent, filled("cuda"), 32, graph=False)
     graphed = DeviceLearner(graph_agent, filled("cuda"), 32, graph=True)
@@ -140,7 +140,7 @@ def test_restore_in_place_undoes_warm_up_updates(warm):
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU"))])
-def test_device_learner_carries_on_identically_after_a_resume(tmp_path, device):
+def test_device_learner_carries_on_identically_after_a_resume(tmp_path, device, deterministic_kernels):
     """As ``train`` does on --resume: the learner is built first, the checkpoint restored into its agent and memory
     afterwards, and only then does it learn (on CUDA: captures its graph). It must go on as the saved run would."""
     from dqn_course.checkpoint import read_checkpoint, restore_training_state, training_state, write_checkpoint
@@ -336,7 +336,7 @@ def test_cuda_capture_on_the_second_gpu_makes_its_objects_there_and_leaves_the_c
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_cuda_a_capture_given_up_hands_adam_back_to_the_host_and_makes_the_eager_updates():
+def test_cuda_a_capture_given_up_hands_adam_back_to_the_host_and_makes_the_eager_updates(deterministic_kernels):
     """On a GPU, a capture that fails after a real warm-up: Adam is a plain Adam again (not capturable, step counts on
     the host) and the learner makes the eager learner's updates."""
     from dqn_course.device import GraphCapture
@@ -432,3 +432,21 @@ def test_a_compiled_update_that_computes_something_else_is_given_up(monkeypatch)
         learner.learn(1)
     assert learner.path.startswith("eager (fell back: self-check")
     assert learner._compiled is None  # from now on the plain update, not the compiled one
+
+
+def test_the_deterministic_kernels_fixture_sets_cudnn_and_restores_it():
+    """What the GPU comparisons above rely on, checked on any machine: inside, cuDNN picks deterministic algorithms
+    and does not autotune; afterwards the settings are as they were."""
+    before = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = True
+    try:
+        import conftest
+
+        gen = conftest.deterministic_kernels.__wrapped__()
+        next(gen)
+        assert torch.backends.cudnn.deterministic is True and torch.backends.cudnn.benchmark is False
+        with pytest.raises(StopIteration):
+            next(gen)
+        assert torch.backends.cudnn.deterministic is before[0] and torch.backends.cudnn.benchmark is True
+    finally:
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before

@@ -47,7 +47,7 @@ import pytest
 import torch
 
 import dqn_course
-from dqn_course.contracts import INF_OK, SIGNED, AtLeast
+from dqn_course.contracts import INF_OK, SIGNED, AtLeast, Between, Rank
 
 PACKAGE = Path(dqn_course.__file__).resolve().parent
 PROBE_SECONDS = 3.0
@@ -173,7 +173,12 @@ def kind(hint) -> str:
         return "count" if any(isinstance(m, AtLeast) and m.low >= 1 for m in marks) else \
             "signed" if SIGNED in marks else "int"
     if hint is float:
+        between = next((m for m in marks if isinstance(m, Between)), None)
+        if between is not None:
+            return "fraction" if between.low_open else "probability"
         return "float+inf" if INF_OK in marks else "float"
+    if any(isinstance(m, Rank) for m in marks):
+        return "shape"
     if hint is str:
         return "str"
     if hint is np.ndarray:
@@ -194,6 +199,10 @@ def kind(hint) -> str:
     raise AssertionError(f"the sweep has no kind for the annotation {hint!r}")
 
 
+def _rank(hint) -> int:
+    return next(m.rank for m in _split(hint)[1] if isinstance(m, Rank))
+
+
 def optional(param: inspect.Parameter, hint) -> bool:
     return _split(hint)[2] or param.default is None
 
@@ -206,12 +215,18 @@ def bad_values(param: inspect.Parameter, hint) -> list[tuple[str, Any]]:
         return out
     if not optional(param, hint):
         out.append(("None", None))
+    rank = _rank(hint) if k == "shape" else 0
     out += {
         "int": [("a string", "3"), ("a fraction", 2.5), ("True", True), ("-1", -1)],
         "count": [("a string", "3"), ("a fraction", 2.5), ("True", True), ("-1", -1), ("0", 0)],
         "signed": [("a string", "3"), ("a fraction", 2.5), ("True", True)],
         "float": [("a string", "0.5"), ("True", True), ("NaN", math.nan), ("-inf", -math.inf), ("+inf", math.inf)],
         "float+inf": [("a string", "0.5"), ("True", True), ("NaN", math.nan), ("-inf", -math.inf)],
+        "probability": [("a string", "0.5"), ("True", True), ("NaN", math.nan), ("+inf", math.inf), ("-0.5", -0.5),
+                        ("2", 2)],
+        "fraction": [("a string", "0.5"), ("True", True), ("NaN", math.nan), ("0", 0.0), ("-0.5", -0.5), ("2", 2)],
+        "shape": [("a number", 3), ("a shape of another rank", (6,) * (rank + 1)),
+                  ("a size of 0", (0,) + (6,) * (rank - 1)), ("a fractional size", (6.5,) * rank)],
         "bool": [("a string", "false")],
         "str": [("a number", 3)],
         "path": [("a number", 3), ("an empty path", ""), ("a NUL byte", "run\0dir")],
@@ -254,11 +269,13 @@ def _instance(cls: type):
 
 
 def placeholder(hint, tmp: Path):
+    if kind(hint) == "shape":  # a mark the split below drops
+        return ((4, 6, 6) + (6,) * _rank(hint))[:_rank(hint)]
     hint, marks, _ = _split(hint)
     k = kind(hint)
     if k in ("int", "count", "signed"):
         return 1
-    if k in ("float", "float+inf"):
+    if k in ("float", "float+inf", "probability", "fraction"):
         return 0.5
     if k == "bool":
         return False

@@ -184,7 +184,7 @@ def test_sampling_too_early_says_how_many_are_stored(name):
         memory.add(*env.step())
     with pytest.raises(ValueError, match=r"cannot sample 32 transitions: only 3 can be sampled"):
         memory.sample(32)
-    with pytest.raises(ValueError, match=r"batch_size must be at least 1"):
+    with pytest.raises(ValueError, match=r"batch_size must be a whole number >= 1"):
         memory.sample(0)
     assert memory.sample(3).ids.shape == (3,)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Probability, check_module
 from dqn_course import check_fields, check_ranges, require
 
 
@@ -87,7 +87,8 @@ class DistConfig:
         return self.num_workers + 1
 
 
-def worker_epsilons(num_workers: int, base: float = 0.4, alpha: float = 7.0, fixed: float | None = None) -> list[float]:
+def worker_epsilons(num_workers: int, base: Probability = 0.4, alpha: float = 7.0,
+                    fixed: float | None = None) -> list[float]:
     """Ape-X's fixed ε per worker, ``base ** (1 + alpha * i / (N - 1))``: a spread from 0.4 to 0.4**8.
 
     A few workers explore a lot and most act nearly greedily, so together they cover both without an

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import ray
 
-from dqn_course.contracts import SignedInt, check_module
+from dqn_course.contracts import Count, SignedInt, check_module
 from dqn_course.distributed.config import DistConfig, worker_epsilons
 from dqn_course.envs import learning_signals, make_breakout
 from dqn_course.replay import Batch, MultiStreamMemory
@@ -146,7 +146,7 @@ class ReplayServer(_Role):
     last one (bootstrapped, like a time-limit truncation), so a cut never splices two games together.
     """
 
-    def __init__(self, capacity: int, num_streams: int, seed: int | None = None, prefault: bool = False):
+    def __init__(self, capacity: Count, num_streams: Count, seed: int | None = None, prefault: bool = False):
         self.memory = MultiStreamMemory(capacity, num_streams, seed=seed, prefault=prefault)
         self.held: list[Transition | None] = [None] * num_streams
         self.received = [0] * num_streams  # transitions received per stream
@@ -167,7 +167,7 @@ class ReplayServer(_Role):
         self.received[chunk.worker] += len(chunk)
         return sum(self.received)
 
-    def sample(self, batch_size: int, count: int = 1) -> list[Batch]:
+    def sample(self, batch_size: Count, count: Count = 1) -> list[Batch]:
         """``count`` independent batches in one call: one round trip feeds several learner updates."""
         return [self.memory.sample(batch_size) for _ in range(count)]
 
@@ -345,7 +345,7 @@ class Evaluator(_PullsWeights):
         self.cfg = Config(seed=cfg.seed, eval_epsilon=cfg.eval_epsilon, eval_max_steps=cfg.eval_max_steps)
         self._init_agent(ps, cfg.seed)
 
-    def evaluate(self, episodes: int) -> dict:
+    def evaluate(self, episodes: Count) -> dict:
         from dqn_course.records import play_evaluation
 
         self.pull_weights()

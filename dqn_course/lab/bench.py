@@ -27,7 +27,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, Probability, check_module
 from dqn_course.envs import make_breakout, make_raw_breakout
 from dqn_course.profiling import machine_summary
 from dqn_course.replay.base import MemoryLike
@@ -71,7 +71,7 @@ BALL_X, BALL_Y, PADDLE_X = 99, 101, 72
 NOOP, FIRE, RIGHT, LEFT = range(4)
 
 
-def follow_ball(ram: np.ndarray, rng: np.random.Generator, epsilon: float = 0.1) -> int:
+def follow_ball(ram: np.ndarray, rng: np.random.Generator, epsilon: Probability = 0.1) -> int:
     """A scripted Breakout policy that keeps the ball in play: serve, then move the paddle under the ball.
 
     Screen x of the ball's centre is RAM[99] - 48 and of the (16-pixel) paddle's centre RAM[72] - 39.
@@ -124,7 +124,7 @@ def _stack_at(pool: FramePool, i: int, stack: int) -> np.ndarray:
     return pool.frames[idx]  # fancy indexing: a fresh array, like FrameStackObservation's output
 
 
-def transitions(pool: FramePool, stack: int = 4) -> Iterator[Transition]:
+def transitions(pool: FramePool, stack: Count = 4) -> Iterator[Transition]:
     """Endless (state, action, reward, next_state, done, episode_end) from the pool, cycling over it.
 
     The pool's last frame ends an episode (the wrap goes back to a reset frame), so every episode
@@ -151,7 +151,7 @@ def fill(memory: MemoryLike, pool: FramePool, n: int) -> None:
         memory.add(state, action, reward, next_state, done, episode_end)
 
 
-def timeit(fns: dict[Hashable, Callable[[], object]], min_seconds: float = 1.0, rounds: int = 3, *,
+def timeit(fns: dict[Hashable, Callable[[], object]], min_seconds: float = 1.0, rounds: Count = 3, *,
            turn_seconds: float = 0.0, warmup: bool = True, sync: Callable[[], object] | None = None) -> dict:
     """Time functions side by side: per function, milliseconds per call, best and median over its turns.
 
@@ -205,10 +205,10 @@ def timeit(fns: dict[Hashable, Callable[[], object]], min_seconds: float = 1.0, 
 class _Sampler(Protocol):
     """What ``sampling_rates`` times: anything with ``sample(batch_size)`` (a replay memory, or a stand-in)."""
 
-    def sample(self, batch_size: int, *args, **kwargs) -> object: ...
+    def sample(self, batch_size: Count, *args, **kwargs) -> object: ...
 
 
-def sampling_rates(memory: _Sampler, batch_size: int = 32, min_seconds: float = 1.0, rounds: int = 3) -> dict:
+def sampling_rates(memory: _Sampler, batch_size: Count = 32, min_seconds: float = 1.0, rounds: Count = 3) -> dict:
     """Batches per wall-clock second and per CPU second, best of ``rounds`` rounds, and page faults per batch.
 
     ``timeit`` with one turn of ``min_seconds / rounds`` per round. The best round, not the mean: on a
@@ -224,7 +224,7 @@ def sampling_rates(memory: _Sampler, batch_size: int = 32, min_seconds: float = 
             "minor_faults_per_batch": faults / stats["calls"]}
 
 
-def calls_per_second(fn: Callable, seconds: float, rounds: int = 3) -> float:
+def calls_per_second(fn: Callable, seconds: float, rounds: Count = 3) -> float:
     """Calls per second: ``timeit``'s best of ``rounds`` turns of ``seconds / rounds`` each, after one warm-up call."""
     stats = timeit({"fn": fn}, min_seconds=0.0, rounds=rounds, turn_seconds=seconds / rounds)["fn"]
     return 1e3 / stats["best_ms"]

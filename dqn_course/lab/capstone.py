@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Probability, check_module
 from dqn_course import check_arg, quick_mode
 from dqn_course.agent import DQNAgent, batch_to_tensors, update_stats
 from dqn_course.checkpoint import list_checkpoints, restore_training_state
@@ -129,7 +129,7 @@ class Run:
         self.stats.add(update_stats(loss.reshape(()), q_values, grad_norm.reshape(())))
         self.counters["updates"] += 1
 
-    def game_over(self, step: int, score: float, length: int, epsilon: float, replay_size: int) -> None:
+    def game_over(self, step: int, score: float, length: int, epsilon: Probability, replay_size: int) -> None:
         """Log one finished game (unclipped ``score``, ``length`` in agent steps) at ``step`` with the ε it was
         played with and the transitions in the memory."""
         self._started()

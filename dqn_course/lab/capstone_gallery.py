@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Probability, check_module
 from dqn_course.agent import td_targets
 from dqn_course.lab.capstone import settings
 from dqn_course.train import linear_epsilon
@@ -25,7 +25,7 @@ from dqn_course.train import linear_epsilon
 
 @torch.no_grad()
 def targets_without_done_mask(rewards: torch.Tensor, dones: torch.Tensor, next_states: torch.Tensor,
-                              online: torch.nn.Module, target: torch.nn.Module, gamma: float,
+                              online: torch.nn.Module, target: torch.nn.Module, gamma: Probability,
                               double: bool = False) -> torch.Tensor:
     """TD targets that bootstrap through every transition, the end of a life or a game included."""
     return rewards + gamma * target(next_states).max(1).values
@@ -33,13 +33,13 @@ def targets_without_done_mask(rewards: torch.Tensor, dones: torch.Tensor, next_s
 
 @torch.no_grad()
 def targets_from_the_online_network(rewards: torch.Tensor, dones: torch.Tensor, next_states: torch.Tensor,
-                                    online: torch.nn.Module, target: torch.nn.Module, gamma: float,
+                                    online: torch.nn.Module, target: torch.nn.Module, gamma: Probability,
                                     double: bool = False) -> torch.Tensor:
     """TD targets valued by the network being trained instead of its frozen copy."""
     return rewards + gamma * (1.0 - dones) * online(next_states).max(1).values
 
 
-def epsilon_that_never_decays(step: int, start: float, end: float, decay_steps: int) -> float:
+def epsilon_that_never_decays(step: int, start: Probability, end: Probability, decay_steps: int) -> float:
     """ε stuck at its start: every action random, for the whole run."""
     return start
 

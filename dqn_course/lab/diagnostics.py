@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, check_module
 from dqn_course import check_arg
 from dqn_course.config import Config
 from dqn_course.lab import checks
@@ -118,7 +118,7 @@ PANELS = (("episode_return", "training game score", False),
 SMOOTHED = ("episode_return", "loss", "q_max", "grad_norm")
 
 
-def plot_diagnostics(runs: dict[str, str | Path | dict], title: str = "", window: int = 20,
+def plot_diagnostics(runs: dict[str, str | Path | dict], title: str = "", window: Count = 20,
                      max_step: int | None = None):
     """A ``matplotlib.figure.Figure`` of what ``log.csv`` records, against the agent step, one line per run (label ->
     run folder or ``train.train`` summary): score, TD loss, mean max-Q, gradient norm before clipping, ε and the

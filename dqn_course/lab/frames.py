@@ -20,7 +20,7 @@ import cv2
 import gymnasium as gym
 import numpy as np
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, check_module
 from dqn_course.envs import ENV_ID, _register, make_raw_breakout
 
 RAW_SHAPE = (210, 160, 3)
@@ -46,12 +46,12 @@ def to_gray(rgb: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
 
 
-def downsample(rgb: np.ndarray, size: int = SCREEN_SIZE) -> np.ndarray:
+def downsample(rgb: np.ndarray, size: Count = SCREEN_SIZE) -> np.ndarray:
     """One RGB screen -> (size, size) gray uint8, the way ``AtariPreprocessing`` shrinks a screen."""
     return cv2.resize(to_gray(rgb), (size, size), interpolation=cv2.INTER_AREA)
 
 
-def max_pool_downsample(prev_rgb: np.ndarray, last_rgb: np.ndarray, size: int = SCREEN_SIZE) -> np.ndarray:
+def max_pool_downsample(prev_rgb: np.ndarray, last_rgb: np.ndarray, size: Count = SCREEN_SIZE) -> np.ndarray:
     """The last two screens of a skipped step -> one (size, size) frame: gray, maximum, resize."""
     pooled = np.maximum(to_gray(prev_rgb), to_gray(last_rgb))
     return cv2.resize(pooled, (size, size), interpolation=cv2.INTER_AREA)
@@ -68,7 +68,7 @@ def blog_preprocess(rgb: np.ndarray, cast: bool = True) -> np.ndarray:
     return (gray.astype(np.uint8) if cast else gray)[::2, ::2]
 
 
-def raw_frames(n: int, seed: int = 0, every: int = 1) -> np.ndarray:
+def raw_frames(n: int, seed: int = 0, every: Count = 1) -> np.ndarray:
     """(n, 210, 160, 3) uint8 screens of random Breakout play (frame skip 4), FIRE pressed to serve.
 
     ``every`` keeps one screen in that many agent steps, so a few frames can span a longer stretch
@@ -157,7 +157,7 @@ def consecutive_screens(game: str = "ALE/SpaceInvaders-v5", n: int = 200, seed: 
     return out
 
 
-def state_bytes(dtype: type | np.dtype | str, stack: int = 4, size: int = SCREEN_SIZE) -> int:
+def state_bytes(dtype: type | np.dtype | str, stack: Count = 4, size: Count = SCREEN_SIZE) -> int:
     """Bytes of one (stack, size, size) state in ``dtype``: pixels x bytes per pixel."""
     return stack * size * size * np.dtype(dtype).itemsize
 

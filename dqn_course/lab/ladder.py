@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, check_module
 from dqn_course import quick_mode
 from dqn_course.lab.bench import FramePool, play_frames, transitions
 from dqn_course.profiling import (TraceMalloc, available_bytes, fits_in_ram, format_bytes, measure_in_subprocess,
@@ -98,7 +98,7 @@ def _fill(stage: Stage, pool: FramePool, capacity: int) -> ReplayMemory:
     return memory
 
 
-def measure_stage(name: str, capacity: int, pool_frames: int = 3_000, with_tracemalloc: bool = True,
+def measure_stage(name: str, capacity: Count, pool_frames: Count = 3_000, with_tracemalloc: bool = True,
                   seed: int = 0) -> dict:
     """Runs in the fresh child: play the source frames, then RSS (and tracemalloc) growth of one fill."""
     stage = STAGES_BY_NAME[name]

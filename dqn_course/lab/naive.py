@@ -52,7 +52,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, Probability, check_module
 from dqn_course.lab.frames import blog_preprocess
 from dqn_course.profiling import rss_bytes
 from dqn_course.replay import NaiveDequeMemory, held_bytes, root_buffer
@@ -86,8 +86,8 @@ class BlogCNN(nn.Module):
     itself (mean over colour, every second row and column) so both see the same picture.
     """
 
-    def __init__(self, n_actions: int, frame_shape: tuple[int, ...] = BLOG_FRAME_SHAPE,
-                 widths: tuple[int, int, int] = (16, 32, 32), hidden: int = 256):
+    def __init__(self, n_actions: Count, frame_shape: tuple[int, ...] = BLOG_FRAME_SHAPE,
+                 widths: tuple[int, int, int] = (16, 32, 32), hidden: Count = 256):
         super().__init__()
         self.frame_shape = tuple(frame_shape)
         self.raw = self.frame_shape == RAW_FRAME_SHAPE
@@ -116,10 +116,10 @@ class NaiveAgent:
     ``train_target``. States are arrays with a leading batch axis of 1, as in the blog.
     """
 
-    def __init__(self, n_actions: int, frames: str = "blog", capacity: int = 1_000_000, gamma: float = 0.99,
-                 eps: float = 1.0, eps_min: float = 0.01, eps_decay: float = 0.95, lr: float = 2.5e-4,
-                 tau: float = 0.125, seed: int = 0, widths: tuple[int, int, int] = (16, 32, 32),
-                 hidden: int = 256):
+    def __init__(self, n_actions: Count, frames: str = "blog", capacity: Count = 1_000_000, gamma: Probability = 0.99,
+                 eps: Probability = 1.0, eps_min: Probability = 0.01, eps_decay: Probability = 0.95, lr: float = 2.5e-4,
+                 tau: Probability = 0.125, seed: int = 0, widths: tuple[int, int, int] = (16, 32, 32),
+                 hidden: Count = 256):
         if frames not in FRAMES:
             raise ValueError(f"frames must be one of {FRAMES}, got {frames!r}")
         torch.manual_seed(seed)
@@ -159,7 +159,7 @@ class NaiveAgent:
     def remember(self, state: np.ndarray, action: int, reward: float, new_state: np.ndarray, done: bool) -> None:
         self.memory.add(state, action, reward, new_state, done)
 
-    def replay(self, batch_size: int) -> float | None:
+    def replay(self, batch_size: Count) -> float | None:
         """One learning step with per-sample targets: 2 forward passes per sampled transition."""
         if batch_size > len(self.memory):
             return None
@@ -189,9 +189,9 @@ class NaiveAgent:
 
 
 # -- the measured run -------------------------------------------------------------------------------
-def run(steps: int = 2000, *, frames: str = "blog", copy_states: bool = False, learn_every: int = 4,
-        batch_size: int = 32, record_every: int = 100, trace: bool = True, seed: int = 0,
-        capacity: int = 1_000_000, torch_threads: int | None = 1) -> dict:
+def run(steps: int = 2000, *, frames: str = "blog", copy_states: bool = False, learn_every: Count = 4,
+        batch_size: Count = 32, record_every: Count = 100, trace: bool = True, seed: int = 0,
+        capacity: Count = 1_000_000, torch_threads: int | None = 1) -> dict:
     """Play and learn for ``steps`` agent steps with the blog's loop; return the readings.
 
     Every ``record_every`` steps it records the step, the process's RSS (psutil), the bytes traced
@@ -260,7 +260,7 @@ def run(steps: int = 2000, *, frames: str = "blog", copy_states: bool = False, l
     return out
 
 
-def count_predict_calls(batch_size: int = 32, seed: int = 0) -> int:
+def count_predict_calls(batch_size: Count = 32, seed: int = 0) -> int:
     """The ``predict`` calls (Keras' ``model.predict``) that one ``NaiveAgent.replay(batch_size)`` makes.
 
     The memory holds ``batch_size`` transitions of random blog-shaped states, none of which ends a game,
@@ -285,7 +285,7 @@ def count_predict_calls(batch_size: int = 32, seed: int = 0) -> int:
 
 
 # -- small fresh-process experiments ----------------------------------------------------------------
-def fill_free_refill(n: int = 2000, frame_shape: tuple[int, ...] = BLOG_FRAME_SHAPE, rounds: int = 3,
+def fill_free_refill(n: int = 2000, frame_shape: tuple[int, ...] = BLOG_FRAME_SHAPE, rounds: Count = 3,
                      trim: bool = False) -> list[dict]:
     """Fill a ``NaiveDequeMemory`` with ``n`` transitions (s and s' copies), free it, again ``rounds`` times.
 

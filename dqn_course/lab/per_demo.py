@@ -13,13 +13,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, Probability, check_module
 from dqn_course.lab.bench import timeit
 from dqn_course.lab.per_trees import PerItemSumTree, SumTree
 from dqn_course.per import CompiledSumTree, beta_at, check_leaves, importance_weights
 
 
-def filled_trees(capacity: int, seed: int = 0) -> tuple[np.ndarray, dict]:
+def filled_trees(capacity: Count, seed: int = 0) -> tuple[np.ndarray, dict]:
     """Random priorities and every tree holding them: ``{"per_item": ..., "numpy": ..., "compiled": ...}``.
 
     The per-item tree is not filled through its own ``update`` (that would walk 1M leaves in
@@ -46,7 +46,7 @@ def interleaved_ms(fns: dict, seconds: float) -> dict[str, float]:
 class VectorReplay:
     """A numpy ring of vector transitions, sampled uniformly or in proportion to |TD error| ** alpha."""
 
-    def __init__(self, capacity: int, obs_dim: int, prioritized: bool, alpha: float = 0.6, eps: float = 1e-6,
+    def __init__(self, capacity: Count, obs_dim: Count, prioritized: bool, alpha: float = 0.6, eps: float = 1e-6,
                  seed: int = 0):
         self.capacity, self.prioritized, self.alpha, self.eps = capacity, prioritized, alpha, eps
         self.obs = np.zeros((capacity, obs_dim), np.float32)
@@ -74,7 +74,7 @@ class VectorReplay:
         self.head = (k + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
 
-    def sample(self, batch_size: int, beta: float):
+    def sample(self, batch_size: Count, beta: Probability):
         """(obs, actions, rewards, next_obs, dones, weights or None, indices)."""
         if self.tree is None:
             idx, weights = self.rng.integers(0, self.size, batch_size), None
@@ -94,9 +94,10 @@ class VectorReplay:
         self.max_priority = max(self.max_priority, float(priorities.max()))
 
 
-def run_cartpole(prioritized: bool, steps: int, seed: int = 0, *, capacity: int = 10_000, batch_size: int = 64,
-                 lr: float = 1e-3, gamma: float = 0.99, learning_starts: int = 500, target_every: int = 250,
-                 explore_steps: int | None = None, alpha: float = 0.6, beta0: float = 0.4, hidden: int = 64) -> dict:
+def run_cartpole(prioritized: bool, steps: int, seed: int = 0, *, capacity: Count = 10_000, batch_size: Count = 64,
+                 lr: float = 1e-3, gamma: Probability = 0.99, learning_starts: int = 500, target_every: int = 250,
+                 explore_steps: int | None = None, alpha: float = 0.6, beta0: Probability = 0.4,
+                 hidden: Count = 64) -> dict:
     """DQN with a 4-64-64-2 MLP on CartPole-v1 for ``steps`` agent steps, one update per step.
 
     Returns ``{"returns", "ends" (agent step at which each episode ended), "seconds"}``. Runs on one

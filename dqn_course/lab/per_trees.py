@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, check_module
 from dqn_course.per import check_leaves
 
 
@@ -35,7 +35,7 @@ class SumTree:
     and are never found.
     """
 
-    def __init__(self, capacity: int, block: int = 256):
+    def __init__(self, capacity: Count, block: int = 256):
         if capacity < 1:
             raise ValueError(f"capacity must be positive, got {capacity}")
         self.capacity, self.block = capacity, block
@@ -97,7 +97,7 @@ class SumTree:
             leaf[bad] = live[np.minimum(np.searchsorted(cumulative, mass[bad], side="right"), live.size - 1)]
         return leaf
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+    def sample(self, batch_size: Count, rng: np.random.Generator) -> np.ndarray:
         """Stratified: one draw in each of ``batch_size`` equal slices of the total mass."""
         if self.total <= 0:
             raise ValueError("cannot sample from a tree whose priorities are all zero")
@@ -107,7 +107,7 @@ class SumTree:
 class PerItemSumTree:
     """The same tree with plain Python lists and one item at a time: what notebook 08 measures against."""
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: Count):
         self.capacity = capacity
         self.size = 1 << (capacity - 1).bit_length()
         self.tree = [0.0] * (2 * self.size)
@@ -140,7 +140,7 @@ class PerItemSumTree:
                 node = left
         return node - self.size
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+    def sample(self, batch_size: Count, rng: np.random.Generator) -> np.ndarray:
         segment = self.total / batch_size
         return np.array([self.find_one((k + rng.random()) * segment) for k in range(batch_size)])
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, Probability, check_module
 from dqn_course.replay import FrameSharingMemory, MultiStreamMemory
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def read_log(path: str | Path) -> dict[str, np.ndarray]:
             for name in rows[0]}
 
 
-def moving_average(values: np.ndarray | Sequence[float], window: int) -> np.ndarray:
+def moving_average(values: np.ndarray | Sequence[float], window: Count) -> np.ndarray:
     """Mean of the last ``window`` values at each point (fewer at the start); same length as ``values``."""
     values = np.asarray(values, dtype=float)
     if values.size == 0:
@@ -152,7 +152,7 @@ def moving_average(values: np.ndarray | Sequence[float], window: int) -> np.ndar
     return (cumsum[idx] - cumsum[lo]) / (idx - lo)
 
 
-def plot_run(run_dir: str | Path, title: str = "", window: int | None = None):
+def plot_run(run_dir: str | Path, title: str = "", window: Count | None = None):
     """Two panels: every game's return (and a moving average, ε on a second axis); evaluation mean ± std.
 
     Returns a ``matplotlib.figure.Figure`` (Jupyter displays it). ``window`` (games in the moving
@@ -196,7 +196,7 @@ def plot_run(run_dir: str | Path, title: str = "", window: int | None = None):
 
 
 def plot_learning(runs: dict[str, str | Path], random_mean: float, published: list[dict] | None = None,
-                  window: int = 100, fresh: bool = True):
+                  window: Count = 100, fresh: bool = True):
     """Recorded runs' evaluations (mean ± std) and training games (moving average) against random play.
 
     ``runs`` maps a label to a run folder (``log.csv``, ``eval.csv``). Horizontal lines mark ``random_mean``
@@ -250,7 +250,7 @@ def plot_learning(runs: dict[str, str | Path], random_mean: float, published: li
     return fig
 
 
-def save_gif(frames: np.ndarray | Sequence[np.ndarray], path: str | Path, every: int = 2, fps: int = 15,
+def save_gif(frames: np.ndarray | Sequence[np.ndarray], path: str | Path, every: Count = 2, fps: Count = 15,
              scale: int = 1) -> Path:
     """Write RGB screens (every ``every``-th one) as a looping GIF with Pillow; returns the path."""
     from PIL import Image
@@ -292,7 +292,7 @@ class Episode:
     frames: list = field(default_factory=list, repr=False)  # RGB screens (210, 160, 3), one per agent step
 
 
-def play_episode(agent: DQNAgent | None = None, epsilon: float = 0.05, max_steps: int = 300, seed: int = 0,
+def play_episode(agent: DQNAgent | None = None, epsilon: Probability = 0.05, max_steps: Count = 300, seed: int = 0,
                  render: bool = True) -> Episode:
     """Play one Breakout game with ``agent`` (ε-greedy) or, for ``agent=None``, uniformly random actions.
 
@@ -320,13 +320,13 @@ def play_episode(agent: DQNAgent | None = None, epsilon: float = 0.05, max_steps
     return Episode(*game, frames)
 
 
-def play_scores(agent: DQNAgent | None, games: int, epsilon: float = 0.05, max_steps: int = 1_000,
+def play_scores(agent: DQNAgent | None, games: Count, epsilon: Probability = 0.05, max_steps: Count = 1_000,
                 seed: int = 100) -> list[float]:
     """Scores of ``games`` games (seeds ``seed``, ``seed+1``, ...), each cut at ``max_steps`` agent steps."""
     return [play_episode(agent, epsilon, max_steps, seed + i, render=False).score for i in range(games)]
 
 
-def animate(frames: np.ndarray | Sequence[np.ndarray], fps: int = 10, every: int = 3, title: str = "",
+def animate(frames: np.ndarray | Sequence[np.ndarray], fps: Count = 10, every: Count = 3, title: str = "",
             scale: float = 1.5):
     """A matplotlib animation of RGB screens (every ``every``-th one); ``.to_jshtml()`` shows it inline.
 
@@ -360,7 +360,7 @@ def animate(frames: np.ndarray | Sequence[np.ndarray], fps: int = 10, every: int
 _KEPT: list = []  # keeps the measured memory alive until the measuring child process reads its RSS
 
 
-def allocate_replay(capacity: int, num_streams: int = 1, prefault: bool = True) -> dict:
+def allocate_replay(capacity: Count, num_streams: Count = 1, prefault: bool = True) -> dict:
     """Build the training loop's replay memory in host RAM and keep it; returns its size.
 
     For ``profiling.measure_in_subprocess``: that reads the child's RSS *after* this returns, so the

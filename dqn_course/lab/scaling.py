@@ -16,7 +16,7 @@ import logging
 import os
 import warnings
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, check_module
 from dqn_course.cleanup import OwnedTempDir
 
 BATCH = 32
@@ -48,7 +48,7 @@ def worker_counts(cores: int) -> list[int]:
     return [1, 2] + [n for n in (4, 8, 16, 32, 64) if n + 1 <= cores]
 
 
-def time_single_process(warmup: int, window: int, buffer: int) -> dict:
+def time_single_process(warmup: int, window: Count, buffer: int) -> dict:
     """The ``train`` loop over ``window`` agent steps after ``warmup``: its env steps/s and updates/s."""
     import torch
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, check_module
 from dqn_course.lab.bench import FramePool, fill, sampling_rates, timeit
 from dqn_course.replay import FrameSharingMemory
 from dqn_course.replay.stores import CODECS, DiskFrames, codec_functions
 
 
-def compare_codecs(frames: np.ndarray, codecs: Sequence[str] = CODECS, rounds: int = 3) -> list[dict]:
+def compare_codecs(frames: np.ndarray, codecs: Sequence[str] = CODECS, rounds: Count = 3) -> list[dict]:
     """Per codec: mean compressed bytes per frame, ratio, and µs to compress / decompress one frame (best round)."""
     frames = np.ascontiguousarray(frames, np.uint8)
     frame_bytes = int(np.prod(frames.shape[1:]))
@@ -101,8 +101,8 @@ def can_drop_page_cache(path: str | Path, frames: int = 64) -> tuple[bool, str]:
         store.close()
 
 
-def cold_sampling_rate(memory: FrameSharingMemory, batch_size: int = 32, seconds: float = 1.0,
-                       min_batches: int = 20) -> dict:
+def cold_sampling_rate(memory: FrameSharingMemory, batch_size: Count = 32, seconds: float = 1.0,
+                       min_batches: Count = 20) -> dict:
     """Batches/s of a disk-backed memory with the page cache dropped before every batch (only ``sample`` timed).
 
     Not ``bench.timeit``: untimed work (dropping the cache) comes before every call, and the answer is
@@ -121,8 +121,9 @@ def cold_sampling_rate(memory: FrameSharingMemory, batch_size: int = 32, seconds
     return {"batches_per_s": n / elapsed, "batches": n, "cached_before": max(known) if known else None}
 
 
-def measure_storage(storage: str, capacity: int, pool: FramePool, path: str | Path | None = None, seconds: float = 1.0,
-                    batch_size: int = 32, cold_seconds: float | None = 1.0) -> dict:
+def measure_storage(storage: str, capacity: Count, pool: FramePool, path: str | Path | None = None,
+                    seconds: float = 1.0,
+                    batch_size: Count = 32, cold_seconds: float | None = 1.0) -> dict:
     """Fill one ``FrameSharingMemory(capacity, storage=...)`` from ``pool`` and measure it; for a fresh process.
 
     Meant for ``profiling.measure_in_subprocess(measure_storage, ...)``: RSS is read in that process

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import torch
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Probability, check_module
 
 
 @torch.no_grad()
 def per_sample_targets(rewards: torch.Tensor, dones: torch.Tensor, next_states: torch.Tensor, online: torch.nn.Module,
-                       target: torch.nn.Module, gamma: float, double: bool = False) -> torch.Tensor:
+                       target: torch.nn.Module, gamma: Probability, double: bool = False) -> torch.Tensor:
     """``td_targets``' targets, one forward pass per transition, as the blog-post agent's ``replay()``.
 
     Double DQN (``double``) runs both networks per transition. Returns a tensor of shape (B,), the dtype and

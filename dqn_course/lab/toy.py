@@ -13,13 +13,13 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, check_module
 from dqn_course.replay import FrameSharingMemory
 
 __all__ = ["numbered_transitions", "frame_numbers", "describe_ring"]
 
 
-def numbered_transitions(episode_lengths: Sequence[int], stack: int = 4, frame_shape: tuple[int, ...] = (1, 1),
+def numbered_transitions(episode_lengths: Sequence[int], stack: Count = 4, frame_shape: tuple[int, ...] = (1, 1),
                          life_lost: Collection[int] = (), truncated: Collection[int] = (),
                          start: int = 0) -> list[tuple]:
     """(state, action, reward, next_state, done, episode_end) for episodes of the given lengths.

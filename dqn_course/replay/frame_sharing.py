@@ -1,13 +1,13 @@
 """The library's replay memory: one frame per agent step in a ring, stacks rebuilt by index at sample time."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, StackShape, check_module
 from dqn_course.replay.base import (
     Batch,
     PreallocatedRing,
@@ -87,7 +87,7 @@ class FrameSharingMemory(PreallocatedRing):
                    "valid": np.bool_, "ids": np.int64}  # per-slot bookkeeping: 16 bytes a slot
     RING_ARRAYS = tuple(RING_DTYPES)
 
-    def __init__(self, capacity: int, obs_shape: Sequence[int] = (4, 84, 84), seed: Seed = None,
+    def __init__(self, capacity: Count, obs_shape: StackShape = (4, 84, 84), seed: Seed = None,
                  padding: str = "repeat", prefault: bool = False, device: torch.device | str | None = None,
                  storage: str = "ram", path: str | Path | None = None, frames: HostStore | TorchFrames | None = None,
                  ring: dict[str, np.ndarray] | None = None):
@@ -228,7 +228,7 @@ class FrameSharingMemory(PreallocatedRing):
             p += 1
         return p
 
-    def draw_slots(self, batch_size: int) -> np.ndarray:
+    def draw_slots(self, batch_size: Count) -> np.ndarray:
         """Uniform over valid slots: rejection sampling, with an exact fallback for sparse rings."""
         filled = min(self.written, self.capacity)
         slots = self.rng.integers(0, filled, size=batch_size)
@@ -260,7 +260,7 @@ class FrameSharingMemory(PreallocatedRing):
         actions, rewards, dones, ids = self.scalars_at(slots)
         return Batch(states, actions, rewards, next_states, dones, ids)
 
-    def sample(self, batch_size: int) -> Batch:
+    def sample(self, batch_size: Count) -> Batch:
         self._check_batch_size(batch_size)
         return self.batch_at(self.draw_slots(batch_size))
 
@@ -358,8 +358,8 @@ class FrameSharingMemory(PreallocatedRing):
             self._notify(np.arange(self.capacity))
 
 
-def stack_windows(slots: np.ndarray, first_at: Callable[[np.ndarray], np.ndarray], stack: int,
-                  capacity: int) -> tuple[np.ndarray, np.ndarray]:
+def stack_windows(slots: np.ndarray, first_at: Callable[[np.ndarray], np.ndarray], stack: Count,
+                  capacity: Count) -> tuple[np.ndarray, np.ndarray]:
     """The (stack+1)-frame windows of the transitions at ``slots`` of a ring of ``capacity`` frames, padded by
     repeating each episode's first frame (invariant 2), and where each stack's real frames start.
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dqn_course.contracts import Count, check_module
+from dqn_course.contracts import Count, StackShape, check_module
 from dqn_course.profiling import check_fits
 from dqn_course.replay.base import Batch, ReplayMemory, Seed, check_array, check_obs_shape, check_seed, require_keys
 from dqn_course.replay.frame_sharing import FrameSharingMemory, ValidityListener, check_storage, stack_windows
@@ -40,7 +40,7 @@ class MultiStreamMemory(ReplayMemory):
     in one vectorised pass.
     """
 
-    def __init__(self, capacity: int, num_streams: int, obs_shape: Sequence[int] = (4, 84, 84), seed: Seed = None,
+    def __init__(self, capacity: Count, num_streams: Count, obs_shape: StackShape = (4, 84, 84), seed: Seed = None,
                  padding: str = "repeat", prefault: bool = False, device: torch.device | str | None = None,
                  storage: str = "ram", path: str | Path | None = None):
         obs_shape = check_obs_shape(obs_shape)  # before anything reads them
@@ -176,7 +176,7 @@ class MultiStreamMemory(ReplayMemory):
                      next_states, np.concatenate([p[2] for p in scalars]),
                      np.concatenate([p[3] * len(self.streams) + k for k, p in zip(present, scalars)]))
 
-    def draw(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    def draw(self, batch_size: Count) -> tuple[np.ndarray, np.ndarray]:
         """(streams, slots) of a uniform batch over all stored transitions, streams ascending."""
         sizes = np.array([len(s) for s in self.streams], dtype=np.float64)
         counts = self.rng.multinomial(batch_size, sizes / sizes.sum())
@@ -220,7 +220,7 @@ class MultiStreamMemory(ReplayMemory):
         return (index + base[:, None], ring["actions"][at].astype(np.int64), ring["rewards"][at],
                 ring["dones"][at].astype(np.float32))
 
-    def sample(self, batch_size: int) -> Batch:
+    def sample(self, batch_size: Count) -> Batch:
         self._check_batch_size(batch_size)
         return self.batch_at(*self.draw(batch_size))
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 import random
 import sys
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import numpy as np
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, StackShape, check_module
 from dqn_course.replay.base import Batch, DType, PreallocatedRing, ReplayMemory, Seed, check_stack_shift
 
 
@@ -77,7 +77,7 @@ class NaiveDequeMemory(ReplayMemory):
     O(N), and ``np.stack`` then copies the batch together.
     """
 
-    def __init__(self, capacity: int, obs_shape: Sequence[int] = (4, 84, 84), obs_dtype: DType = np.uint8,
+    def __init__(self, capacity: Count, obs_shape: StackShape = (4, 84, 84), obs_dtype: DType = np.uint8,
                  seed: Seed = None,
                  copy_states: bool = False):
         super().__init__(capacity, obs_shape, obs_dtype, seed)
@@ -93,7 +93,7 @@ class NaiveDequeMemory(ReplayMemory):
         self.memory.append([state, action, reward, next_state, bool(done), self.added])
         self.added += 1
 
-    def sample(self, batch_size: int) -> Batch:
+    def sample(self, batch_size: Count) -> Batch:
         self._check_batch_size(batch_size)
         # random.sample draws without replacement, as the blog code does.
         rows = self._py_rng.sample(self.memory, batch_size)
@@ -113,7 +113,7 @@ class NaiveDequeMemory(ReplayMemory):
 class StackedRingMemory(PreallocatedRing):
     """A preallocated ring holding s and s' as full stacks: fast, but every frame is stored 8 times."""
 
-    def __init__(self, capacity: int, obs_shape: Sequence[int] = (4, 84, 84), obs_dtype: DType = np.uint8,
+    def __init__(self, capacity: Count, obs_shape: StackShape = (4, 84, 84), obs_dtype: DType = np.uint8,
                  seed: Seed = None,
                  prefault: bool = False):
         arrays = {"states": (obs_shape, obs_dtype), "next_states": (obs_shape, obs_dtype),
@@ -129,7 +129,7 @@ class StackedRingMemory(PreallocatedRing):
         self.actions[i], self.rewards[i], self.dones[i], self.ids[i] = action, reward, done, self.added
         self.added += 1
 
-    def sample(self, batch_size: int) -> Batch:
+    def sample(self, batch_size: Count) -> Batch:
         self._check_batch_size(batch_size)
         i = self.rng.integers(0, len(self), size=batch_size)
         # s and s' gathered into one block: two fresh outputs of this size per batch can make glibc hand the
@@ -150,7 +150,7 @@ class FoldedRingMemory(PreallocatedRing):
     This relies on s' being s shifted by one new frame, which a frame stack guarantees.
     """
 
-    def __init__(self, capacity: int, obs_shape: Sequence[int] = (4, 84, 84), obs_dtype: DType = np.uint8,
+    def __init__(self, capacity: Count, obs_shape: StackShape = (4, 84, 84), obs_dtype: DType = np.uint8,
                  seed: Seed = None,
                  prefault: bool = False):
         folded = (obs_shape[0] + 1, *obs_shape[1:])
@@ -168,7 +168,7 @@ class FoldedRingMemory(PreallocatedRing):
         self.actions[i], self.rewards[i], self.dones[i], self.ids[i] = action, reward, done, self.added
         self.added += 1
 
-    def sample(self, batch_size: int) -> Batch:
+    def sample(self, batch_size: Count) -> Batch:
         self._check_batch_size(batch_size)
         i = self.rng.integers(0, len(self), size=batch_size)
         f = self.folded[i]

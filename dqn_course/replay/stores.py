@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, Fraction, check_module
 from dqn_course.profiling import format_bytes
 from dqn_course.replay.base import check_array
 
@@ -82,7 +82,7 @@ class InsufficientDiskError(OSError):
     """A disk-backed memory was refused because its directory's disk lacks the space."""
 
 
-def check_disk_space(needed: int, directory: str | Path, what: str = "this file", fraction: float = 0.9) -> None:
+def check_disk_space(needed: int, directory: str | Path, what: str = "this file", fraction: Fraction = 0.9) -> None:
     """Refuse, before creating anything, a file that needs more than ``fraction`` of the free disk space."""
     if not Path(directory).is_dir():
         raise FileNotFoundError(f"path must be an existing directory for the frames file, got {directory}")
@@ -173,7 +173,7 @@ class ArrayStore(HostStore):
 class RamFrames(ArrayStore):
     """Frames in a numpy array: the default store. ``region`` shares one array between several memories."""
 
-    def __init__(self, capacity: int, frame_shape: tuple[int, ...], prefault: bool = False,
+    def __init__(self, capacity: Count, frame_shape: tuple[int, ...], prefault: bool = False,
                  array: np.ndarray | None = None):
         self.capacity, self.frame_shape = int(capacity), tuple(frame_shape)
         if array is None:
@@ -206,7 +206,7 @@ class TorchFrames:
 
     STATE_KEYS = ("frames",)
 
-    def __init__(self, capacity: int, frame_shape: tuple[int, ...], device: torch.device | str,
+    def __init__(self, capacity: Count, frame_shape: tuple[int, ...], device: torch.device | str,
                  what: str = "a frame store", tensor: torch.Tensor | None = None):
         import torch
 
@@ -301,7 +301,7 @@ class CompressedFrames(HostStore):
 
     STATE_KEYS = ("frames_blob", "frames_offsets")
 
-    def __init__(self, capacity: int, frame_shape: tuple[int, ...], codec: str = "lz4"):
+    def __init__(self, capacity: Count, frame_shape: tuple[int, ...], codec: str = "lz4"):
         self.capacity, self.frame_shape, self.codec = int(capacity), tuple(frame_shape), codec
         self.frame_bytes = int(np.prod(self.frame_shape))
         self._compress, self._decompress = codec_functions(codec)
@@ -385,7 +385,7 @@ class DiskFrames(ArrayStore):
 
     nbytes = 0
 
-    def __init__(self, capacity: int, frame_shape: tuple[int, ...], directory: str | Path, name: str = "frames",
+    def __init__(self, capacity: Count, frame_shape: tuple[int, ...], directory: str | Path, name: str = "frames",
                  what: str | None = None):
         directory = Path(directory)
         self.capacity, self.frame_shape = int(capacity), tuple(frame_shape)
@@ -449,7 +449,7 @@ def _remove_file(file: str) -> None:
         pass
 
 
-def planned_host_bytes(storage: str, capacity: int, frame_shape: tuple[int, ...],
+def planned_host_bytes(storage: str, capacity: Count, frame_shape: tuple[int, ...],
                        device: torch.device | str | None = None) -> int:
     """What a store preallocates in host RAM (the memory guard's share): frames, list slots, or nothing."""
     if storage == "ram":  # a torch tensor on the CPU is host RAM too
@@ -458,7 +458,7 @@ def planned_host_bytes(storage: str, capacity: int, frame_shape: tuple[int, ...]
     return capacity * POINTER_BYTES if storage in CODECS else 0
 
 
-def make_store(storage: str, capacity: int, frame_shape: tuple[int, ...], path: str | Path | None = None,
+def make_store(storage: str, capacity: Count, frame_shape: tuple[int, ...], path: str | Path | None = None,
                device: torch.device | str | None = None,
                prefault: bool = False, what: str | None = None):
     """The frame store for ``storage`` (one of ``STORAGES``); ``device`` (torch) puts "ram" frames there.
