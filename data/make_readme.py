@@ -374,6 +374,13 @@ def per_body(root: Path = ROOT) -> str:
     lines += ["", (f"The compiled (numba) sum tree ran {tree['compiled']['over_per_item']:.1f}× the per-item Python "
                    f"tree's rate, the numpy-vectorised tree {tree['numpy']['over_per_item']:.1f}×; a learner step "
                    f"with PER took {ratio:.3f}× as long as without.")]
+    checks = [r for r in doc["rows"] if r.get("part") == "checks"]
+    if checks:  # recorded since the argument checks were compiled per signature
+        lines += ["", "Checked calls from user code (the arguments checked at the package's edge) against the same "
+                      "functions' bodies alone, in turns:", "", "| call | checked | body alone | ratio |",
+                  "|---|---:|---:|---:|"]
+        lines += [f"| `{r['call']}` of {r['batch_size']} leaves | {r['checked_us']:.2f} µs | {r['body_us']:.2f} µs | "
+                  f"{r['checked_over_body']:.2f}× |" for r in checks]
     return "\n".join(lines)
 
 

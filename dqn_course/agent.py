@@ -93,14 +93,15 @@ class DQNAgent:
     ``double=True`` picks the next action with the online network and values it with the target
     network (van Hasselt et al., 2016). ``max_grad_norm`` clips the global gradient norm. ``targets`` and
     ``loss`` are the learning rule (defaults: ``td_targets`` and ``td_loss``; a learner's own functions take the
-    same arguments).
+    same arguments). ``float64`` makes the networks (and so the learning arithmetic) float64: about twice the time
+    on a CPU, and rounding differences between CPUs' kernels too small to change a decision.
     """
 
     def __init__(self, n_actions: Count, device: torch.device | str = "cpu", lr: float = 1e-4,
                  gamma: Probability = 0.99, double: bool = False, max_grad_norm: float | None = 10.0,
                  in_channels: Count = 4,
                  seed: int | None = None, targets: Callable[..., torch.Tensor] = td_targets,
-                 loss: Callable[..., torch.Tensor] = td_loss):
+                 loss: Callable[..., torch.Tensor] = td_loss, float64: bool = False):
         check_arg("n_actions", n_actions, integer=True, low=1)
         check_arg("lr", lr, above=0)
         check_arg("gamma", gamma, low=0, high=1)
@@ -116,7 +117,7 @@ class DQNAgent:
         self.max_grad_norm = max_grad_norm
         self.td_targets, self.td_loss = targets, loss
         self.obs_shape = (in_channels, 84, 84)  # what the network takes (NatureCNN's layers are sized for 84x84)
-        self.q = NatureCNN(n_actions, in_channels).to(self.device)
+        self.q = NatureCNN(n_actions, in_channels).to(self.device, torch.float64 if float64 else torch.float32)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=lr)
         self.rng = np.random.default_rng(seed)

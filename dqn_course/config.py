@@ -61,6 +61,8 @@ class Config:
     replay_on_device: bool = False  # keep replay frames on the training device (1M frames = 7 GB of GPU memory)
     cuda_graph: bool = True  # frames on a GPU: capture each update as one CUDA graph (false: plain eager updates)
     compile_update: bool = False  # frames on the device: the update through torch.compile (then captured as it is)
+    float64: bool = False  # the networks in float64: slower, and a run's decisions no longer hang on how one CPU's
+    # float32 kernels round (the refactor guard in tests/test_train.py replays a recorded run so, on any CPU)
     per: bool = False  # prioritized replay (proportional, Schaul et al. 2016)
     per_alpha: float = 0.6
     per_beta0: float = 0.4  # importance-sampling exponent, annealed to 1 over the run

@@ -29,7 +29,7 @@ class NatureCNN(nn.Module):
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         if frames.dtype != torch.uint8:
             raise TypeError(f"NatureCNN takes uint8 frames (it scales them itself), got {frames.dtype}")
-        return self.net(frames.float() / 255.0)
+        return self.net(frames.to(self.net[0].weight.dtype) / 255.0)  # float32, or float64 (DQNAgent's float64)
 
 
 check_module(globals())

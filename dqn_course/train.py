@@ -103,7 +103,7 @@ def build(cfg: Config, device: torch.device, targets: Callable = td_targets, los
                                prefault=cfg.prefault, device=device if cfg.replay_on_device else None,
                                **replay_storage_args(cfg))
     agent = DQNAgent(int(envs.single_action_space.n), device, lr=cfg.lr, gamma=cfg.gamma, double=cfg.double,
-                     max_grad_norm=cfg.max_grad_norm, seed=cfg.seed, targets=targets, loss=loss)
+                     max_grad_norm=cfg.max_grad_norm, seed=cfg.seed, targets=targets, loss=loss, float64=cfg.float64)
     if cfg.per:
         from dqn_course.per import PrioritizedMemory, beta_at  # numba: loaded only by runs that use it
 

@@ -209,9 +209,9 @@ def test_batch_to_tensors_keeps_frames_uint8():
     (np.zeros((2, 4, 84, 83), np.uint8), 0.1, r"got uint8\[2, 4, 84, 83\]"),
     (np.zeros((3, 84, 84), np.uint8), 0.1, "shape \\(4, 84, 84\\)"),
     (np.zeros((0, 4, 84, 84), np.uint8), 0.1, "N >= 1"),
-    (np.zeros((2, 4, 84, 84), np.uint8), 1.5, "epsilon must be >= 0 and <= 1, got 1.5"),
-    (np.zeros((2, 4, 84, 84), np.uint8), -0.1, "epsilon must be >= 0 and <= 1, got -0.1"),
-    (np.zeros((2, 4, 84, 84), np.uint8), float("nan"), "epsilon must be a finite number"),
+    (np.zeros((2, 4, 84, 84), np.uint8), 1.5, r"epsilon must be a number in \[0, 1\], got 1.5"),
+    (np.zeros((2, 4, 84, 84), np.uint8), -0.1, r"epsilon must be a number in \[0, 1\], got -0.1"),
+    (np.zeros((2, 4, 84, 84), np.uint8), float("nan"), r"epsilon must be a number in \[0, 1\], got nan"),
 ])
 def test_act_refuses_states_and_epsilons_it_cannot_act_on_and_draws_nothing(states, epsilon, message):
     """Refused before anything is drawn: the agent's generator (checkpointed) is where it was."""

@@ -49,7 +49,7 @@ def test_overheads_match_the_memory():
     from dqn_course.replay import FrameSharingMemory
 
     memory = FrameSharingMemory(100, (4, 84, 84), storage="lz4")
-    o = checks._slot_overheads()
+    o = checks.ch09._slot_overheads()
     bookkeeping = sum(getattr(memory, n).nbytes for n in memory.RING_ARRAYS)
     assert bookkeeping == 100 * o["bookkeeping"]
     assert sys.getsizeof(memory.frames._payloads) - sys.getsizeof([]) == 100 * o["list_slot"]
@@ -74,7 +74,7 @@ def test_kill_resume_timeline_draws():
 def test_compressed_slot_draws_the_overheads_it_is_given():
     from dqn_course.lab.pictures_late import draw_compressed_slot
 
-    o = checks._slot_overheads()
+    o = checks.ch09._slot_overheads()
     fig = draw_compressed_slot({"actions": 1, "ids": o["bookkeeping"] - 1}, o["list_slot"], o["bytes_header"])
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert f"header\n{o['bytes_header']} B" in texts and f"pointer\n{o['list_slot']} B" in texts

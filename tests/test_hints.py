@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKS = ROOT / "dqn_course" / "lab" / "checks.py"
+CHECKS = sorted((ROOT / "dqn_course" / "lab" / "checks").glob("*.py"))  # a module per chapter
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 IDENT = r"[A-Za-z_]\w*"
@@ -73,6 +73,13 @@ def _shown_after_a_right_answer(node: ast.AST) -> bool:
         getattr(node.func, "id", None) == "_passed" or any(k.arg == "right" for k in node.keywords))
 
 
+def _adds_questions(node: ast.AST) -> bool:
+    """A chapter's ``QUESTIONS.update({...})``: its quiz keys."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
+            and getattr(node.func.value, "id", None) == "QUESTIONS" and len(node.args) == 1
+            and isinstance(node.args[0], ast.Dict))
+
+
 def check_hints(source: str) -> list[tuple[int, str]]:
     """(line, text) of every hint in the checks' source: its strings, less docstrings, right-answer messages and
     the "why it is right" of each quiz question."""
@@ -86,8 +93,8 @@ def check_hints(source: str) -> list[tuple[int, str]]:
         if _shown_after_a_right_answer(node):
             kept = [k.value for k in node.keywords if k.arg == "right"] or node.args
             skip.update(id(n) for arg in kept for n in ast.walk(arg))
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "QUESTIONS" for t in node.targets):
-            for entry in node.value.values:  # (right letter, why it is right, {wrong letter: hint})
+        if _adds_questions(node):
+            for entry in node.args[0].values:  # (right letter, why it is right, {wrong letter: hint})
                 skip.update(id(n) for n in ast.walk(entry.elts[1]))
     found = []
     for node in ast.walk(tree):
@@ -131,9 +138,10 @@ def exercise_texts(nb: dict) -> list[tuple[int, str]]:
 
 
 def test_no_check_hint_hands_over_code():
-    hints = check_hints(CHECKS.read_text(encoding="utf-8"))
+    hints = [(f"{path.name} line {line}", text) for path in CHECKS
+             for line, text in check_hints(path.read_text(encoding="utf-8"))]
     assert len(hints) > 200  # the checks' hints were found, not nothing
-    assert [f"line {line}: {code_in(text)}: {text[:100]}" for line, text in hints if code_in(text)] == []
+    assert [f"{where}: {code_in(text)}: {text[:100]}" for where, text in hints if code_in(text)] == []
 
 
 def test_no_gate_hint_hands_over_code():

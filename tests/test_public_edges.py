@@ -124,10 +124,14 @@ def public_targets(modules=None) -> list[Target]:
     return out
 
 
+RAY_TRACE = "_ray_trace_ctx"  # Ray adds it to an actor class's method signatures once the class is made remote
+
+
 def parameters(target: Target) -> list[inspect.Parameter]:
-    """The parameters a caller passes (not ``self``, not ``*args``/``**kwargs``)."""
+    """The parameters a caller passes (not ``self``, not ``*args``/``**kwargs``, not Ray's tracing context)."""
     return [p for i, p in enumerate(target.signature.parameters.values())
-            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and not (target.owner is not None and i == 0)]
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and not (target.owner is not None and i == 0)
+            and p.name != RAY_TRACE]
 
 
 # -- kinds, valid stand-ins and wrong values, from annotations --------------------------------------------------------
@@ -473,7 +477,7 @@ def examples() -> dict[str, Callable[[], tuple[Any, dict]]]:
     out["dqn_course.lab.per_demo.VectorReplay.sample"] = lambda: (replay(), dict(batch_size=4, beta=0.4))
     out["dqn_course.lab.per_demo.VectorReplay.update_priorities"] = lambda: (replay(), dict(
         indices=np.array([1, 2]), td_errors=np.array([0.5, -1.0])))
-    out["dqn_course.lab.checks.check_question"] = lambda: (None, dict(key=next(iter(QUESTIONS)), answer="a"))
+    out["dqn_course.lab.checks.core.check_question"] = lambda: (None, dict(key=next(iter(QUESTIONS)), answer="a"))
     return out
 
 

@@ -1,11 +1,11 @@
 """The training CLI end to end (quick preset), and its small pieces: ε schedule, argument parsing."""
 from __future__ import annotations
 
+import copy
 import csv
 import dataclasses
 import json
 import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +15,7 @@ import torch
 
 from dqn_course.agent import DQNAgent
 from dqn_course.train import PRESETS, Config, epsilon_at, parse_args
+from quick_run_record import GOLDEN, GUARD, GUARD_ARGS, differences, run_record
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOG_HEADER = ["step", "episode_return", "episode_length", "loss", "q_max", "grad_norm", "epsilon", "replay_size",
@@ -38,10 +39,14 @@ def read_csv(path: Path) -> tuple[list[str], list[dict]]:
         return list(reader.fieldnames or []), list(reader)
 
 
+# The quick preset as the run below makes it: with the refactor guard's settings (tests/quick_run_record.py).
+QUICK = dataclasses.replace(PRESETS["quick"], **GUARD)
+
+
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("quick") / "run"
-    return out, run_cli(out)
+    return out, run_cli(out, *GUARD_ARGS)  # float64, 2,000 steps: the refactor guard below compares it on any CPU
 
 
 @pytest.mark.slow
@@ -49,7 +54,7 @@ def test_quick_preset_runs_end_to_end(quick_run):
     out, proc = quick_run
     assert proc.returncode == 0, (f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\n"
                                   f"stderr:\n{proc.stderr[-3000:]}")
-    total = PRESETS["quick"].total_steps
+    total = QUICK.total_steps
     assert f"done: {total:,} steps" in proc.stdout
     assert "train:" not in proc.stderr  # --progress false: no progress bar
 
@@ -58,7 +63,7 @@ def test_quick_preset_runs_end_to_end(quick_run):
 def test_quick_preset_writes_its_logs(quick_run):
     out, proc = quick_run
     assert proc.returncode == 0, proc.stderr[-3000:]
-    cfg = PRESETS["quick"]
+    cfg = QUICK
     header, rows = read_csv(out / "log.csv")
     assert header == LOG_HEADER
     assert len(rows) >= 1, "no game finished in the quick run"
@@ -83,7 +88,9 @@ def test_quick_preset_writes_its_logs(quick_run):
             assert float(r["grad_norm"]) > 0 and abs(float(r["q_max"])) < 100, r
     eval_header, eval_rows = read_csv(out / "eval.csv")
     assert eval_header == ["step", "mean_return", "std_return", "episodes"]
-    assert [int(r["step"]) for r in eval_rows] == list(range(cfg.eval_every, cfg.total_steps + 1, cfg.eval_every))
+    # every eval_every steps, and at the last step
+    assert [int(r["step"]) for r in eval_rows] == sorted({*range(cfg.eval_every, cfg.total_steps + 1, cfg.eval_every),
+                                                          cfg.total_steps})
     assert all(int(r["episodes"]) == cfg.eval_episodes and float(r["mean_return"]) >= 0 for r in eval_rows)
 
 
@@ -93,18 +100,20 @@ def test_quick_preset_leaves_a_loadable_checkpoint(quick_run):
     assert proc.returncode == 0, proc.stderr[-3000:]
     ckpt = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=True)
     assert set(ckpt) == {"q", "config", "step", "evaluation"}, "the file for playing holds the online network alone"
-    assert ckpt["evaluation"]["games"] == PRESETS["quick"].eval_episodes, "and the evaluation that measured it"
-    assert ckpt["step"] == PRESETS["quick"].total_steps == ckpt["config"]["total_steps"]
+    assert ckpt["evaluation"]["games"] == QUICK.eval_episodes, "and the evaluation that measured it"
+    assert ckpt["step"] == QUICK.total_steps == ckpt["config"]["total_steps"]
     assert ckpt["config"]["out_dir"] == str(out) and ckpt["config"]["progress"] is False
-    assert Config(**ckpt["config"]) == dataclasses.replace(PRESETS["quick"], out_dir=str(out), progress=False)
+    assert Config(**ckpt["config"]) == dataclasses.replace(QUICK, out_dir=str(out), progress=False)
     n_actions = list(ckpt["q"].values())[-1].shape[0]  # the output layer's bias
     assert n_actions == 4  # Breakout: NOOP, FIRE, RIGHT, LEFT
     agent = DQNAgent(n_actions, "cpu")
     agent.q.load_state_dict(ckpt["q"])  # every tensor fits the network
     assert not list(out.glob("*.tmp")), "a temporary checkpoint file was left behind"
     # The agent for playing (as last evaluated), the logs, and the newest keep_checkpoints full training states.
+    last = QUICK.total_steps // QUICK.checkpoint_every * QUICK.checkpoint_every
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "eval.csv", "log.csv",
-                                                     "state-0000002000.ckpt", "state-0000003000.ckpt"]
+                                                     f"state-{last - QUICK.checkpoint_every:010d}.ckpt",
+                                                     f"state-{last:010d}.ckpt"]
 
 
 # -- the pieces -------------------------------------------------------------------------------------
@@ -208,32 +217,49 @@ def test_a_stop_between_evaluations_keeps_the_last_measured_policy(tmp_path, mon
 
 
 # -- behaviour kept: the quick preset's run, step by step, as recorded ------------------------------------------------
-GOLDEN = REPO_ROOT / "tests" / "data" / "quick-run.json"
-MACHINE_COLUMNS = ("rss_mb", "steps_per_s")  # what the machine, not the algorithm, decides
-
-
-def run_record(out: Path) -> dict:
-    """What a quick run decided, without what the machine did: every log.csv row (timings and RSS left out), every
-    eval.csv row, with the torch version and CPU architecture it ran on (float kernels differ between them)."""
-    _, log = read_csv(out / "log.csv")
-    _, evals = read_csv(out / "eval.csv")
-    return {"torch": torch.__version__, "machine": platform.machine(),
-            "log": [{k: v for k, v in row.items() if k not in MACHINE_COLUMNS} for row in log], "eval": evals}
-
 
 @pytest.mark.slow
 def test_the_quick_run_makes_the_same_decisions_as_recorded(quick_run):
     """Refactors must not change behaviour: the same seed gives the same games, losses and evaluations as the
-    recording in tests/data (made by ``python tests/test_train.py RUN_DIR`` from a quick run's folder). Skipped on
-    another torch version or CPU architecture, whose float kernels may round differently."""
+    recording in tests/data (``python tests/quick_run_record.py``). The run is in float64 (``--float64 true``), so
+    that another CPU's kernels cannot change a decision (tests/quick_run_record.py says why); discrete columns are
+    compared exactly, losses and statistics within ``RTOL``. Skipped on another torch version, whose initialisation
+    or kernels may differ by more than rounding."""
     out, proc = quick_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     golden, now = json.loads(GOLDEN.read_text(encoding="utf-8")), run_record(out)
-    if (golden["torch"], golden["machine"]) != (now["torch"], now["machine"]):
-        pytest.skip(f"recorded with torch {golden['torch']} on {golden['machine']}; "
-                    f"this is torch {now['torch']} on {now['machine']}")
-    assert now["log"] == golden["log"] and now["eval"] == golden["eval"]
+    if golden["torch"] != now["torch"]:
+        pytest.skip(f"recorded with torch {golden['torch']}; this is torch {now['torch']}")
+    found = differences(golden, now)
+    assert not found, (f"the quick run decided otherwise than recorded on {golden['cpu']} (this: {now['cpu']}):\n"
+                       + "\n".join(found[:20]))
 
 
-if __name__ == "__main__":  # record: python tests/test_train.py RUN_DIR (a quick run's folder)
-    GOLDEN.write_text(json.dumps(run_record(Path(sys.argv[1])), indent=1) + "\n", encoding="utf-8")
+@pytest.mark.parametrize("plant, sign", [("lr", "loss"), ("target-never-synced", "q_max"),
+                                         ("epsilon-off-by-one", "epsilon")])
+def test_the_guard_catches_each_planted_change(plant, sign):
+    """Runs with a planted change (another learning rate, a target network never synced, ε one step late), recorded
+    by ``python tests/quick_run_record.py --plant NAME``, differ from the guard's recording where the change shows."""
+    golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    planted = json.loads((GOLDEN.parent / f"planted-{plant}.json").read_text(encoding="utf-8"))
+    assert planted["torch"] == golden["torch"]
+    found = differences(golden, planted)
+    assert any(f": {sign} " in line for line in found), found
+
+
+def test_the_comparison_takes_rounding_in_the_last_digit_and_nothing_more():
+    golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    row = next(i for i, r in enumerate(golden["log"]) if r["loss"])
+    now = copy.deepcopy(golden)
+    assert differences(golden, now) == []
+    loss = float(golden["log"][row]["loss"])
+    now["log"][row]["loss"] = f"{loss * (1 + 1e-5):g}"  # the 6th significant digit rounded the other way
+    assert differences(golden, now) == []
+    now["log"][row]["loss"] = f"{loss * (1 + 1e-3):g}"
+    found = differences(golden, now)
+    assert len(found) == 1 and f": loss {now['log'][row]['loss']!r}, recorded " in found[0], found
+    now = copy.deepcopy(golden)
+    now["log"][-1]["episode_length"] = str(int(now["log"][-1]["episode_length"]) + 1)
+    assert len(differences(golden, now)) == 1
+    now["log"].pop()
+    assert differences(golden, now)[0] == f"log.csv: {len(golden['log']) - 1} rows, recorded {len(golden['log'])}"

@@ -189,7 +189,7 @@ class NaiveAgent:
 
 
 # -- the measured run -------------------------------------------------------------------------------
-def run(steps: int = 2000, *, frames: str = "blog", copy_states: bool = False, learn_every: Count = 4,
+def run(steps: int = 2000, *, frames: str = "blog", copy_states: bool = False, learn_every: int = 4,
         batch_size: Count = 32, record_every: Count = 100, trace: bool = True, seed: int = 0,
         capacity: Count = 1_000_000, torch_threads: int | None = 1) -> dict:
     """Play and learn for ``steps`` agent steps with the blog's loop; return the readings.

@@ -22,7 +22,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
-from dqn_course.contracts import Count, StackShape, check_module
+from dqn_course.contracts import Count, check_module
 from dqn_course.profiling import check_fits
 
 
@@ -43,14 +43,16 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def check_obs_shape(obs_shape) -> tuple[int, ...]:
-    """``obs_shape`` as a tuple ``(stack, height, width)`` of three positive whole numbers; else ``ValueError``."""
+    """``obs_shape`` as a tuple ``(stack, *frame_shape)``, at least two positive whole numbers; else ``ValueError``.
+    The memories of stacks of 2-D frames take three (their annotation, ``StackShape``); the blog's deque keeps
+    frames with a channel axis too."""
     if isinstance(obs_shape, (str, bytes)) or not isinstance(obs_shape, (tuple, list, np.ndarray)):
-        raise ValueError(f"obs_shape must be a tuple (stack, height, width) such as (4, 84, 84), got {obs_shape!r}")
+        raise ValueError(f"obs_shape must be a tuple (stack, *frame_shape) such as (4, 84, 84), got {obs_shape!r}")
     if any(isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) for d in obs_shape):
         raise ValueError(f"obs_shape must hold whole numbers (stack, height, width), got {obs_shape!r}")
     obs_shape = tuple(int(d) for d in obs_shape)
-    if len(obs_shape) != 3 or min(obs_shape) < 1:
-        raise ValueError(f"obs_shape must be (stack, height, width), three positive sizes, got {obs_shape}")
+    if len(obs_shape) < 2 or min(obs_shape) < 1:
+        raise ValueError(f"obs_shape must be (stack, *frame_shape) with positive sizes, got {obs_shape}")
     return obs_shape
 
 
@@ -93,7 +95,7 @@ class MemoryLike(Protocol):
 class ReplayMemory:
     """What all memories share: input checks, the seeded generator, the sample-size check."""
 
-    def __init__(self, capacity: Count, obs_shape: StackShape, obs_dtype: DType = np.uint8, seed: Seed = None):
+    def __init__(self, capacity: Count, obs_shape: Sequence[int], obs_dtype: DType = np.uint8, seed: Seed = None):
         obs_shape = check_obs_shape(obs_shape)
         check_seed(seed)
         if not isinstance(capacity, (int, np.integer)) or isinstance(capacity, bool) or capacity < 1:
@@ -199,7 +201,7 @@ class PreallocatedRing(ReplayMemory):
     when the arrays to allocate do not fit, ``ValueError`` for a given array of the wrong shape or dtype.
     """
 
-    def __init__(self, capacity: Count, obs_shape: StackShape, obs_dtype: DType, seed: Seed, arrays: dict,
+    def __init__(self, capacity: Count, obs_shape: Sequence[int], obs_dtype: DType, seed: Seed, arrays: dict,
                  prefault: bool, extra_host_bytes: int = 0,
                  given: dict[str, np.ndarray] | None = None):
         super().__init__(capacity, obs_shape, obs_dtype, seed)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 import sys
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -77,7 +77,7 @@ class NaiveDequeMemory(ReplayMemory):
     O(N), and ``np.stack`` then copies the batch together.
     """
 
-    def __init__(self, capacity: Count, obs_shape: StackShape = (4, 84, 84), obs_dtype: DType = np.uint8,
+    def __init__(self, capacity: Count, obs_shape: Sequence[int] = (4, 84, 84), obs_dtype: DType = np.uint8,
                  seed: Seed = None,
                  copy_states: bool = False):
         super().__init__(capacity, obs_shape, obs_dtype, seed)

@@ -1,0 +1,33 @@
+"""One-call self-checks for the notebooks' exercises, a module per chapter (or pair of chapters that share one).
+
+Each ``check_*`` function takes the learner's answer (a number or a function), compares it with the
+course's own implementation or arithmetic, prints a line starting with "✓" when it is right, and
+raises ``AssertionError`` with a hint when it is not. ``core`` holds what every chapter shares (the verdicts,
+predict-then-measure, the short questions); ``ch00_01`` ... ``ch10`` hold each chapter's checks, hints, quiz keys
+and predictions. A notebook calls every check the same way, ``checks.check_...`` (all are here).
+tests/test_checks_00_03.py, test_checks_01.py, test_checks_04_06.py, test_checks_core.py, test_checks_07.py,
+test_checks_08.py, test_checks_09.py, test_checks_09_resume.py and test_checks_10.py prove that
+every check passes the right answer and rejects wrong ones with its hint.
+"""
+from __future__ import annotations
+
+from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, REDO, Prediction, check_prediction,
+                                        check_prediction_of, check_question)
+from dqn_course.lab.checks.ch00_01 import check_bytes_per_transition, check_killed_at_step, check_raw_transition_bytes
+from dqn_course.lab.checks.ch02_03 import check_preprocess
+from dqn_course.lab.checks.ch04_05 import check_ring, check_stack_at
+from dqn_course.lab.checks.ch06 import (PAIR_HINT, TD_BATCH, TD_GAMMA, TD_LOSS_BATCH, TD_N_ACTIONS, check_td_loss,
+                                        check_td_targets)
+from dqn_course.lab.checks.ch07 import EPSILON_CASES, check_epsilon_schedule, check_updates_in_run
+from dqn_course.lab.checks.ch07c import CAPSTONE_STOP, check_capstone, check_capstone_loop
+from dqn_course.lab.checks.ch08 import IS_BETA, IS_N, IS_PROBABILITIES, check_is_weights
+from dqn_course.lab.checks.ch09 import check_min_compression_ratio, check_resume_config
+from dqn_course.lab.checks.ch10 import CHUNK_STEPS, FRAME_BYTES, STACK, check_chunk_bytes
+
+__all__ = ['REDO', 'check_prediction', 'Prediction', 'PREDICTIONS', 'QUESTIONS', 'check_prediction_of',
+           'check_question', 'check_raw_transition_bytes', 'check_bytes_per_transition', 'check_killed_at_step',
+           'check_preprocess', 'check_stack_at', 'check_ring', 'PAIR_HINT', 'TD_BATCH', 'TD_N_ACTIONS', 'TD_GAMMA',
+           'check_td_targets', 'TD_LOSS_BATCH', 'check_td_loss', 'check_updates_in_run', 'EPSILON_CASES',
+           'check_epsilon_schedule', 'check_capstone', 'check_capstone_loop', 'CAPSTONE_STOP', 'IS_PROBABILITIES',
+           'IS_N', 'IS_BETA', 'check_is_weights', 'check_min_compression_ratio', 'check_resume_config', 'CHUNK_STEPS',
+           'FRAME_BYTES', 'STACK', 'check_chunk_bytes']

@@ -1,0 +1,252 @@
+"""Notebooks 04 (frame sharing) and 05 (the ring buffer): their checks, predictions and questions.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from dqn_course.contracts import check_module
+from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _not_answered_yet, _passed)
+
+
+_LIFE = "section 5, *Losing a life is not the end of an episode*"
+
+
+_STACK_LIFE = f"too few frames stored again at each lost life: count the frames of the state that follows it which " \
+              f"padding cannot rebuild ({_LIFE})"
+
+
+_STACK96 = 4 * 96 * 96  # notebook 05's prediction: a 4-stack of 96x96 frames
+
+
+def check_stack_at(stack_at: Any) -> bool | None:
+    """Notebook 04: ``stack_at(frames, first, t, stack=4)`` builds the state whose newest frame is ``frames[t]``.
+
+    ``frames`` holds one frame per step in order, ``first[k]`` is True where frame k starts an episode.
+    The answer is compared with ``FrameSharingMemory.stacks_at`` (and with the stacks the agent saw)
+    on random episodes, short ones and stacks of 2, 3 and 4 included.
+    """
+    if stack_at is None:
+        return _not_answered_yet("write stack_at(frames, first, t, stack=4)")
+    assert callable(stack_at), f"pass the function itself, e.g. check_stack_at(stack_at), got {stack_at!r}"
+    import numpy as np
+
+    from dqn_course.lab.toy import frame_numbers, numbered_transitions
+    from dqn_course.replay import FrameSharingMemory
+
+    def numbers(a):
+        try:
+            return frame_numbers(a)
+        except Exception:  # the answer may not even be indexable; the hint still has to print
+            return repr(a)
+
+    rng = np.random.default_rng(404)
+    checked = at_start = 0
+    for stack in (4, 4, 2, 3, 4):
+        lengths = [int(n) for n in rng.integers(1, 9, size=6)]
+        lost = {int(i) for i in rng.choice(sum(lengths), size=3, replace=False)}
+        shape = (stack, 2, 3)
+        memory = FrameSharingMemory(sum(lengths) + len(lengths), shape, seed=0)
+        truth = {}
+        for n, transition in enumerate(numbered_transitions(lengths, stack, shape[1:], life_lost=lost)):
+            memory.add(*transition)
+            truth[n] = transition
+        frames = memory.frames[:memory.written]
+        first = memory.first[:memory.written]
+        slots = np.flatnonzero(memory.valid)
+        states, next_states = memory.stacks_at(slots)
+        for k, s, s2 in zip(slots, states, next_states):
+            seen = truth[int(memory.ids[k])]
+            if not (np.array_equal(s, seen[0]) and np.array_equal(s2, seen[3])):
+                raise RuntimeError("FrameSharingMemory disagrees with the stacks it was given: a bug in "
+                                   "dqn_course, not in your answer; please report it")
+            for t, expected in ((int(k), s), (int(k) + 1, s2)):
+                got = stack_at(frames.copy(), first.copy(), t, stack=stack)
+                if got is None:
+                    return _not_answered_yet("stack_at still returns None; build the stack")
+                got = np.asarray(got)
+                start = int(np.flatnonzero(first[:t + 1])[-1])
+                where = (f"at t={t} with stack={stack} (frames numbered by step; this episode starts at "
+                         f"frame {start}): expected frames {numbers(expected)}, got {numbers(got)}")
+                assert got.shape == expected.shape, (
+                    f"stack_at must return one array of shape (stack, H, W) = {expected.shape}, got shape "
+                    f"{got.shape} {where}. A stack is `stack` frames picked by their indices in one go (section 2, "
+                    "*Building a stack by index*).")
+                if np.array_equal(got, expected):
+                    checked += 1
+                    at_start += t - stack + 1 < start
+                    continue
+                idx = np.arange(t - stack + 1, t + 1)
+                no_episode = frames[np.maximum(idx, 0)]
+                zeros = np.where((idx < start)[:, None, None], 0, frames[np.maximum(idx, start)])
+                by_index = "section 2, *Building a stack by index*"
+                hint = f"compare your stack with the expected one, frame by frame ({by_index})"
+                if np.array_equal(got, expected[::-1]):
+                    hint = f"the order is reversed: oldest frame first, frames[t] last ({by_index})"
+                elif np.array_equal(got, no_episode):
+                    hint = ("the stack reaches back across an episode start into the previous episode: a window "
+                            "stops at its episode's first frame, and copies of that frame fill the places before it "
+                            "(section 3, *Episode starts: padding*)")
+                elif np.array_equal(got, zeros):
+                    hint = ("positions before the episode's first frame repeat that first frame, not zeros (section 3, "
+                            "*Episode starts: padding*)")
+                elif np.array_equal(got, np.repeat(frames[t:t + 1], stack, axis=0)):
+                    hint = ("only an episode's first frame is repeated; later stacks hold consecutive frames "
+                            "(section 3, *Episode starts: padding*)")
+                raise AssertionError(f"stack_at is wrong {where}. Hint: {hint}.")
+    return _passed(f"stack_at matches FrameSharingMemory on {checked} stacks, {at_start} of them padded "
+                   "at an episode start")
+
+
+def check_ring(ring_class: Any) -> bool | None:
+    """Notebook 05: a preallocated ring ``ring_class(capacity, item_shape, dtype)`` with
+    ``add(item)``, ``len(ring)`` and ``sample(batch_size, rng)`` (an array of ``batch_size`` items).
+
+    Checked: it holds at most ``capacity`` items, overwrites the oldest first, samples only what it
+    holds (all of it, uniformly enough), keeps the dtype, and copies items into storage made once in
+    ``__init__`` instead of keeping the arrays it is given (measured with tracemalloc).
+    """
+    if ring_class is None:
+        return _not_answered_yet("write the ring class")
+    assert isinstance(ring_class, type), f"pass the class itself, e.g. check_ring(Ring), got {ring_class!r}"
+    import numpy as np
+
+    from dqn_course.profiling import TraceMalloc
+
+    rng = np.random.default_rng(505)
+
+    def item(v, shape=(2, 3)):
+        return np.full(shape, v, np.uint8)
+
+    ring = ring_class(5, (2, 3), np.uint8)
+    for v in (10, 11, 12):
+        ring.add(item(v))
+    batch = ring.sample(300, rng)
+    if batch is None:
+        return _not_answered_yet("sample() still returns None; return an array of sampled items")
+    batch = np.asarray(batch)
+    assert batch.shape == (300, 2, 3), (
+        f"sampling 300 items should return an array of 300 items, shape (300, 2, 3), got {batch.shape}")
+    assert batch.dtype == np.uint8, (
+        f"sampled items have dtype {batch.dtype}, the ring was made for uint8: preallocate storage with the "
+        "dtype passed to __init__")
+    assert len(ring) == 3, f"after 3 adds into capacity 5, len(ring) should be 3, got {len(ring)}"
+    assert all(len(set(np.unique(x))) == 1 for x in batch), "each sampled item must be one whole stored item"
+    got = set(int(x.flat[0]) for x in batch)
+    assert got <= {10, 11, 12}, (
+        f"after adding items 10, 11, 12 the ring sampled {sorted(got)}: sample only the slots written so far "
+        "(draw indices below len(ring))")
+    assert got == {10, 11, 12}, f"300 draws from 3 items should see all of them, saw only {sorted(got)}"
+    for v in range(13, 17):
+        ring.add(item(v))
+    assert len(ring) == 5, f"after 7 adds into capacity 5, len(ring) should be 5, got {len(ring)}"
+    got = set(int(x.flat[0]) for x in np.asarray(ring.sample(500, rng)))
+    if got == {10, 11, 12, 13, 14}:
+        raise AssertionError("the ring stopped storing once full; it must overwrite the oldest item: after the "
+                             "last slot the write head wraps round to the first (the exercise's `add`)")
+    assert got == {12, 13, 14, 15, 16}, (
+        f"after adding items 10..16 into capacity 5 the ring should hold 12..16, it sampled {sorted(got)}")
+
+    big = ring_class(500, (84, 84), np.uint8)
+    with TraceMalloc() as tm:
+        for v in range(1_500):
+            big.add(item(v % 256, (84, 84)))
+    assert tm.current < 500 * 84 * 84 // 4, (
+        f"adding 1,500 frames kept {tm.current:,} more bytes allocated: the ring keeps the arrays it is given "
+        "(a list or deque of references) or allocates per add. All the storage is made once, in __init__, with "
+        "a slot for every item, and each add copies its item into a slot (the layouts drawn at the top, and section "
+        "1: a deque keeps references, a ring copies into its own slots)")
+    return _passed("the ring holds the newest `capacity` items in storage made once, and samples only them")
+
+
+PREDICTIONS.update({
+    "04.frames_stored": Prediction("frames stored for 3 games of 10 transitions, 2 lives lost in each", 0, lambda m: {
+        33: "that is what the memory stores when it is told where the games end; given only done, what does it make "
+            f"of a lost life? ({_LIFE})",
+        57: "four frames again at every lost life, as in section 5's game; but the state after a game's 2nd "
+            "transition still holds padding: which of its frames can padding rebuild? (section 3, *Episode starts: "
+            f"padding*, and {_LIFE})",
+        30: "one frame per transition leaves out each game's last next-state frame (section 1, *The same transitions "
+            f"in four memories*) and what a lost life costs when only done is passed ({_LIFE})",
+        39: "that counts a lost life as one more frame, as a reset would cost; but what does the state after a lost "
+            f"life hold, padding or frames the agent saw? ({_LIFE})",
+        45: _STACK_LIFE,
+        51: "three frames again at every lost life: which lost life comes late enough that the state after it holds "
+            f"no padding? (section 3, *Episode starts: padding*, and {_LIFE})",
+        63: "one frame too many at each lost life: the state's frames are stored again, but its next-state frame is "
+            f"one the game stores anyway ({_LIFE})",
+        120: "that is a 4-frame stack per transition: how often does this memory keep a frame it has already "
+             "stored? (section 2, *Building a stack by index*)",
+        240: "that is s and s' stacks, 8 frames per transition, the layout this memory replaces (section 1, *The "
+             "same transitions in four memories*)",
+        54: "each game also stores its last next-state frame (section 1, *The same transitions in four memories*); "
+            "and which lost lives come early enough that the state after them still holds padding? (section 3, "
+            "*Episode starts: padding*)",
+        52: "one frame per transition leaves out each game's last next-state frame (section 1, *The same transitions "
+            "in four memories*)"},
+        "count each game's frames (one per transition, plus its last next-state frame: section 1) and, at each lost "
+        "life, the frames of the state after it that padding cannot rebuild from its first frame (section 3, "
+        f"*Episode starts: padding*, and {_LIFE})"),
+    "05.deque_bytes": Prediction("the deque's bytes per transition of 96x96 4-stacks", 0.005, lambda m: {
+        _STACK96: "that is the pixels alone: each row also keeps Python objects around its arrays (section 1, the "
+                  "pieces of a row)",
+        m + _STACK96: "each next state is passed on by reference as the next step's state, so a row's next state is "
+                      "the next row's state: one stack per transition (section 1, the first paragraph)",
+        m - _STACK96 + 9_216: "a deque row keeps whole stacks: one new frame per step is the frame-sharing ring's "
+                              "way (notebook 04)",
+        m - _STACK96 + 4 * 84 * 84: "that is section 1's 84 × 84 stack; these frames are 96 × 96"},
+        "a row keeps one stack of its own (its next state; its state is the row before's) and the Python objects "
+        "section 1 priced, piece by piece, that nbytes counts"),
+})
+
+
+QUESTIONS.update({
+    "04.frames_per_transition": ("a", "the ring keeps each frame once, one new frame per step, whatever the stack's "
+                                      "length or the frame's size (plus one slot per episode)",
+                                 {"b": "that is one 5-frame stack per transition, the next-state-shared layout; a "
+                                       "frame-sharing ring rebuilds every stack by index (section 2, *Building a "
+                                       "stack by index*)",
+                                  "c": "that is s and s' stored as two stacks each, the layout the ring replaces "
+                                       "(section 1, *The same transitions in four memories*)"}),
+    "04.episode_end": ("c", "the flag passed as episode_end is True at the cut, so padding restarts where it should; "
+                            "the same flag as done makes the cut transition terminal: its target drops a future it "
+                            "had (section 5's table: only done decides bootstrapping)",
+                       {"a": "the memory refuses a stream that restarts while it was told the episode goes on; here "
+                             "the flag it reads as episode_end is True at the cut (section 5, *Losing a life is not "
+                             "the end of an episode*)",
+                        "b": "padding reads episode_end, and the flag passed there is True at the cut: the next game "
+                             "starts padded (section 3, *Episode starts: padding*)"}),
+    "04.write_head": ("b", "the newest slot starts no transition yet (its next-state frame is not written), and the "
+                           "seven slots after the head lost a frame of their 8-frame states to earlier writes: "
+                           "1,000 - 1 - 7",
+                      {"a": "a slot holds the newest frame of its own state: count how many of an 8-frame state's "
+                            "frames lie in the slots behind it, the ones the head may have overwritten (section 4, "
+                            "*The write head*)",
+                       "c": "a next state is its state moved on by one frame, so a transition waits for one frame "
+                            "after its slot, not eight; and a state reaches back only through its older frames "
+                            "(section 2, *Building a stack by index*, and section 4, *The write head*)"}),
+    "05.deque_walk": ("b", "at a million rows the time goes into reaching the rows, not choosing them: deque[i] walks "
+                           "64-item blocks from the nearer end, whoever picked i",
+                      {"a": "choosing 32 positions costs little at any capacity; the part that grows with N is "
+                            "reaching each row (the opening *Why*, and section 2, *Slow: sampling time against "
+                            "capacity*)",
+                       "c": "a fancy index needs the rows in one array; a deque's rows sit in linked blocks, reached "
+                            "one index at a time (the opening *Why*, and section 2, *Slow: sampling time against "
+                            "capacity*)"}),
+    "05.overhead_matters": ("c", "the Python objects per row stay the same size while the data shrinks: next to 128 "
+                                 "bytes, a few hundred bytes of objects are most of the memory",
+                            {"a": "the list, the float, the int and the array header are the same objects whatever "
+                                  "the array holds (section 1, *Fat: what one deque row costs besides pixels*)",
+                             "b": "the objects per row do not grow with the data: follow the deque's column from the "
+                                  "stack to the compressed frame (section 1, *Fat: what one deque row costs besides "
+                                  "pixels*)"}),
+    "05.prefault": ("b", "a page costs RSS when it is first written, whatever is written: filling in the ones writes "
+                         "every page at construction, as prefault does, while np.zeros leaves them unwritten until "
+                         "frames arrive",
+                    {"a": "RSS counts pages written, not frames stored: what must np.ones do to every byte before it "
+                          "returns? (section 3, *Fitting at the start is not fitting at the end*)",
+                     "c": "the guard only compares sizes, and np.zeros pages arrive as they are first written: see "
+                          "the lazy line in section 3, *Fitting at the start is not fitting at the end*"}),
+})
+
+
+check_module(globals())

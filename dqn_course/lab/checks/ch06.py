@@ -1,0 +1,386 @@
+"""Notebooks 06 (batched targets) and 06b (the whole ladder): their checks, predictions and questions.
+"""
+from __future__ import annotations
+
+
+from dqn_course.contracts import check_module
+from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _not_answered_yet, _passed)
+
+
+PAIR_HINT = "a max along an axis gives a pair (values, indices): the values are the part to use"
+
+
+TD_BATCH, TD_N_ACTIONS, TD_GAMMA = 32, 4, 0.9  # check_td_targets' batch; γ is not the usual 0.99 on purpose
+
+
+def _td_check_inputs():
+    """The seeded batch and networks of ``check_td_targets``: 32 transitions, two different ``NatureCNN(4)``s
+    whose parameters require grad, their last layers scaled so Q-values are of the order of the rewards."""
+    import numpy as np
+    import torch
+
+    from dqn_course.networks import NatureCNN
+
+    torch.manual_seed(606)
+    online, target = NatureCNN(TD_N_ACTIONS), NatureCNN(TD_N_ACTIONS)  # two draws: they differ
+    with torch.no_grad():
+        for net in (online, target):
+            net.net[-1].weight.mul_(300.0)
+    rng = np.random.default_rng(606)
+    # Coarse 7x7 blocks of random gray, so the screens differ in what the convolutions see (not only in noise).
+    coarse = rng.integers(0, 256, size=(TD_BATCH, 4, 7, 7), dtype=np.uint8)
+    next_states = torch.as_tensor(np.repeat(np.repeat(coarse, 12, axis=2), 12, axis=3))
+    dones = (rng.random(TD_BATCH) < 0.25).astype(np.float32)
+    dones[:2] = 1.0, 0.0
+    rewards = rng.choice([-3.0, -1.0, 0.0, 0.5, 1.0, 2.0], TD_BATCH).astype(np.float32)
+    rewards[:3] = 2.0, -3.0, 0.5
+    return torch.as_tensor(rewards), torch.as_tensor(dones), next_states, online, target
+
+
+def _td_targets_hint(got, r, d, q_target, q_online, gamma: float, double: bool) -> str:
+    """What a wrong batch of targets ``got`` most likely forgot: it is compared with the usual mistakes."""
+    import torch
+
+    v_plain = q_target.max(1).values
+    v_double = q_target.gather(1, q_online.argmax(1, keepdim=True)).squeeze(1)
+    v_online = q_online.max(1).values
+    v = v_double if double else v_plain
+    clip = ("do not clip the reward here: the training loop clips rewards before it stores them, so a targets "
+            "function gets them ready to use (this check uses rewards such as 2, -3 and 0.5 to see it)")
+    candidates = [
+        (r + gamma * v, "a transition with done = 1 (game over or a lost life) must not bootstrap: its next "
+                        "state's value must not count (*Why (1 − done)*, above section 1)"),
+        (r + gamma * d * v, "the mask for endings is the wrong way round: the next state's value must count for the "
+                            "transitions that go on, you kept it only for the terminal ones (*Why (1 − done)*)"),
+        (r + (1 - d) * v, "the discount is missing: the next state's value counts γ times, the `gamma` argument "
+                          "(*The target each learning step moves towards*)"),
+        (r + 0.99 * (1 - d) * v, "use the `gamma` argument, not a fixed 0.99"),
+        (torch.sign(r) + gamma * (1 - d) * v, clip),
+        (r.clamp(-1, 1) + gamma * (1 - d) * v, clip),
+        (r + gamma * (1 - d) * q_target.max(), "that is the largest Q-value of the whole batch: each transition "
+                                               "takes the max over its own actions, along the action axis"),
+        (r + gamma * (1 - d) * q_target.mean(1), "V(s') is the best action's value, the max over actions, "
+                                                 "not their mean"),
+    ]
+    if double:
+        candidates += [
+            (r + gamma * (1 - d) * v_plain,
+             "with `double` on, your targets equal plain DQN's: did you ignore `double`, or choose a* with the target "
+             "network? The online network chooses a* = argmax_a Q_online(s', a), the target network values it: "
+             "Q_target(s', a*) (section 3)"),
+            (r + gamma * (1 - d) * v_online, "Double DQN: value a* with the target network, Q_target(s', a*), not "
+                                             "with the online network that chose it"),
+            (r + gamma * (1 - d) * q_online.gather(1, q_target.argmax(1, keepdim=True)).squeeze(1),
+             "Double DQN: the roles are swapped: the online network chooses a*, the target network values it"),
+        ]
+    else:
+        candidates.append((r + gamma * (1 - d) * v_online,
+                           "plain DQN takes the max with the target network (the slowly moving copy), not the "
+                           "online network (*Why a target network*)"))
+    return next((h for c, h in candidates if torch.allclose(got, c, rtol=1e-4, atol=1e-4)),
+                "compare each part of your targets with the TD target's formula (*The target each learning step "
+                "moves towards*): the reward, the discount, the mask for endings, the next state's value from the "
+                "target network")
+
+
+def _td_shape_hint(shape: tuple) -> str:
+    """Why td_targets' result of ``shape`` is not one target per transition."""
+    b, n = TD_BATCH, TD_N_ACTIONS
+    return {(b, 1): "one value per transition, but in a (B, 1) column: the targets are a (B,) vector",
+            (b, b): "a (B, 1) column met a (B,) row and broadcast to (B, B): the picked values must be a (B,) "
+                    "vector before they are combined",
+            (b, n): "that is one value per action: reduce over the actions (axis 1) to get V(s')",
+            (n,): "that is one value per action: take the max over the actions (axis 1), not over the batch (axis 0)",
+            (): "that is one number for the whole batch: keep one target per transition (no sum or mean)",
+            (1,): "that is one number for the whole batch: keep one target per transition (no sum or mean)",
+            }.get(shape, "one target per transition: combine (B,) tensors only")
+
+
+def check_td_targets(td_targets) -> bool | None:
+    """Notebook 06: ``td_targets(rewards, dones, next_states, online, target, gamma, double=False)`` for a batch.
+
+    ``rewards`` and ``dones`` are float32 (B,), ``next_states`` uint8 (B, 4, 84, 84), ``online`` and ``target``
+    ``NatureCNN``s. The answer must be r + γ (1 - done) V(s') with V(s') = max_a Q_target(s', a), or with
+    ``double``, Q_target(s', argmax_a Q_online(s', a)), and carry no gradient. It is compared with
+    ``dqn_course.agent.td_targets`` on a seeded batch of 32, plain and double, with two networks that differ
+    and whose parameters require grad (so a missing ``no_grad`` shows), γ = 0.9, and rewards such as 2, -3 and 0.5:
+    the training loop clips rewards before it stores them, so a targets function that clips them again is wrong.
+    The inputs are passed as copies; changing one in place fails. Any number type holding the right (B,) values
+    passes. Raises ``AssertionError`` with a hint naming the likely mistake.
+    """
+    if td_targets is None:
+        return _not_answered_yet("write td_targets(rewards, dones, next_states, online, target, gamma, double=False)")
+    assert callable(td_targets), (
+        f"pass the function itself, e.g. check_td_targets(td_targets), got {td_targets!r}")
+    import torch
+
+    from dqn_course.agent import td_targets as reference
+
+    with torch.random.fork_rng(devices=[]):  # leave the learner's own torch seed as it was
+        r, d, next_states, online, target = _td_check_inputs()
+        g = TD_GAMMA
+        with torch.no_grad():
+            q_target, q_online = target(next_states), online(next_states)
+        for double in (False, True):
+            name = "Double DQN (double=True)" if double else "plain DQN (double=False)"
+            expected = reference(r, d, next_states, online, target, g, double)
+            given = (r.clone(), d.clone(), next_states.clone())
+            got = _call_learner(td_targets, given + (online, target, g, double),
+                                f"td_targets(rewards, dones, next_states, online, target, gamma={g}, double={double})",
+                                {"return_types": PAIR_HINT,
+                                 "converted to an index": "if you multiplied by the result of a max along an "
+                                                          "axis: " + PAIR_HINT,
+                                 "must match the size": "one value per transition (B,): reduce over the actions "
+                                                        "(axis 1), not over the batch (axis 0)"})
+            if got is None:
+                return _not_answered_yet("td_targets still returns None; return a tensor of shape (B,)")
+            for arg, before, after in zip(("rewards", "dones", "next_states"), (r, d, next_states), given):
+                assert torch.equal(before, after), (
+                    f"{name}: td_targets changed its argument `{arg}` in place (an in-place operation on it): the "
+                    "batch it reads belongs to the caller; compute the targets into a new tensor")
+            assert type(got).__module__ != "torch.return_types", (
+                f"{name}: td_targets returned {type(got).__name__}(values, indices): {PAIR_HINT}")
+            try:
+                values = torch.as_tensor(got, dtype=torch.float32).detach().cpu()
+            except (TypeError, ValueError, RuntimeError):
+                raise AssertionError(f"{name}: td_targets should return a tensor of {TD_BATCH} targets, got "
+                                     f"{type(got).__name__}") from None
+            assert values.shape == expected.shape, (
+                f"{name}: td_targets should return one target per transition, shape {tuple(expected.shape)}, got "
+                f"{tuple(values.shape)}: {_td_shape_hint(tuple(values.shape))}")
+            if not torch.allclose(values, expected, rtol=1e-4, atol=1e-4):
+                wrong = ~torch.isclose(values, expected, rtol=1e-4, atol=1e-4)
+                i = int(wrong.nonzero()[0])
+                hint = _td_targets_hint(values, r, d, q_target, q_online, g, double)
+                raise AssertionError(
+                    f"{name}: {int(wrong.sum())} of {TD_BATCH} targets are wrong, e.g. transition {i} (reward "
+                    f"{float(r[i]):g}, done {float(d[i]):g}): yours is {float(values[i]):.4f}. Hint: {hint}.")
+            assert not (isinstance(got, torch.Tensor) and got.requires_grad), (
+                f"{name}: the values are right, but the targets carry a gradient (requires_grad is True), so "
+                "loss.backward() would differentiate through them too, as if the goal itself were to be moved: "
+                "a target is a constant the prediction moves towards, computed where autograd records nothing "
+                "(`torch.no_grad()`, the exercise's first paragraph)")
+    return _passed("td_targets matches dqn_course.agent.td_targets for plain and Double DQN, without a gradient")
+
+
+TD_LOSS_BATCH = 32  # check_td_loss' batch (4 actions: B is not the number of actions, so axis mix-ups show)
+
+
+def _td_loss_inputs():
+    """Seeded (q_values (B, 4), actions int64 (B,), targets (B,)) for ``check_td_loss``: the TD errors of the
+    taken actions spread over [-3, 3], so some lie beyond 1 (where Huber and the squared error differ) and some
+    within."""
+    import torch
+
+    gen = torch.Generator().manual_seed(616)
+    q_values = 2.0 * torch.randn(TD_LOSS_BATCH, TD_N_ACTIONS, generator=gen)
+    actions = torch.randint(0, TD_N_ACTIONS, (TD_LOSS_BATCH,), generator=gen)
+    actions[:TD_N_ACTIONS] = torch.arange(TD_N_ACTIONS)
+    errors = torch.linspace(-3.0, 3.0, TD_LOSS_BATCH)[torch.randperm(TD_LOSS_BATCH, generator=gen)]
+    targets = q_values.gather(1, actions.unsqueeze(1)).squeeze(1) + errors
+    return q_values, actions, targets
+
+
+def _td_loss_hint(got: float, q_values, actions, targets) -> str:
+    """What a wrong loss value ``got`` most likely did: it is compared with the usual mistakes."""
+    import math
+    import warnings
+
+    import torch
+    import torch.nn.functional as F
+
+    taken = q_values.gather(1, actions.unsqueeze(1))
+    error = taken.squeeze(1) - targets
+    mse = "that is the squared error (MSE); DQN uses the Huber loss (section 4, *The Huber loss*): squared for " \
+          "|error| < 1, linear beyond, so one large error cannot make a huge gradient step"
+    clipped = ("the error was clipped to [-1, 1] before the loss: the Nature paper's 'error clipping' IS the Huber "
+               "loss (its gradient is the error clipped to [-1, 1]); clipping twice gives every |error| > 1 a zero "
+               "gradient. The Huber loss takes the raw error")
+    with warnings.catch_warnings():  # the (B, 1) against (B,) mistake makes torch warn about broadcasting
+        warnings.simplefilter("ignore")
+        candidates = [
+            (F.smooth_l1_loss(taken, targets), "Q(s, a) of shape (B, 1) against targets of shape (B,) broadcast "
+                                               "to (B, B): the picked Q-values must be a (B,) vector, like the "
+                                               "targets"),
+            (F.mse_loss(taken, targets), "Q(s, a) of shape (B, 1) against targets of shape (B,) broadcast to "
+                                         "(B, B): the picked Q-values must be a (B,) vector (and the loss is the "
+                                         "Huber loss)"),
+        ]
+    candidates += [
+        ((error ** 2).mean(), mse),
+        (0.5 * (error ** 2).mean(), mse),
+        (F.smooth_l1_loss(q_values.gather(0, actions.unsqueeze(1)).squeeze(1), targets),
+         "pick each transition's Q(s, a) along the action axis (dim 1), not along the batch (dim 0)"),
+        (F.smooth_l1_loss(q_values.max(1).values, targets), "use Q(s, a) of the action taken in each transition "
+                                                            "(picked by `actions`), not the max: the max belongs "
+                                                            "in the target"),
+        (F.smooth_l1_loss(taken.squeeze(1), targets, reduction="sum"), "average over the batch (mean), don't sum: "
+                                                                      "a sum makes the step size grow with the "
+                                                                      "batch size"),
+        ((error.clamp(-1, 1) ** 2).mean(), clipped),
+        (0.5 * (error.clamp(-1, 1) ** 2).mean(), clipped),
+        (F.smooth_l1_loss(error.clamp(-1, 1), torch.zeros_like(error)), clipped),
+    ]
+    for delta in (0.1, 0.5, 2.0, 5.0, 10.0):
+        why = f"that is a Huber loss with a threshold of {delta:g}; DQN's is 1 (PyTorch's default for it)"
+        candidates += [(F.huber_loss(taken.squeeze(1), targets, delta=delta), why),
+                       (F.smooth_l1_loss(taken.squeeze(1), targets, beta=delta), why)]
+    return next((h for c, h in candidates if math.isclose(got, float(c), rel_tol=1e-4, abs_tol=1e-6)),
+                "the loss is the mean over the batch of the Huber loss (section 4) between Q(s, a) of the "
+                "taken actions and the targets")
+
+
+def check_td_loss(td_loss) -> bool | None:
+    """Notebook 06: ``td_loss(q_values, actions, targets)``, the Huber loss (δ = 1) between Q(s, a) of the taken
+    actions and the targets, averaged over the batch: one number that carries the gradient to ``q_values``.
+
+    ``q_values`` is (B, 4) float, ``actions`` int64 (B,), ``targets`` float (B,). Compared with
+    ``dqn_course.agent.td_loss`` on a seeded batch of 32 (not the number of actions, so an axis mix-up shows)
+    whose TD errors lie both within and beyond 1 (where Huber and the squared error differ): the value, then the
+    gradient ``backward`` leaves in ``q_values``. Raises ``AssertionError`` with a hint naming the likely mistake.
+    """
+    if td_loss is None:
+        return _not_answered_yet("write td_loss(q_values, actions, targets)")
+    assert callable(td_loss), f"pass the function itself, e.g. check_td_loss(td_loss), got {td_loss!r}"
+    import math
+
+    import torch
+
+    from dqn_course.agent import td_loss as reference
+
+    with torch.random.fork_rng(devices=[]):  # leave the learner's own torch seed as it was
+        q_values, actions, targets = _td_loss_inputs()
+        q_ref = q_values.clone().requires_grad_(True)
+        expected = reference(q_ref, actions, targets)
+        expected.backward()
+        q_in = q_values.clone().requires_grad_(True)
+        given = (actions.clone(), targets.clone())
+        got = _call_learner(td_loss, (q_in,) + given, "td_loss(q_values, actions, targets)",
+                            {"return_types": PAIR_HINT})
+        if got is None:
+            return _not_answered_yet("td_loss still returns None; return the loss (a tensor holding one number)")
+        for arg, before, after in zip(("actions", "targets"), (actions, targets), given):
+            assert torch.equal(before, after), (
+                f"td_loss changed its argument `{arg}` in place: compute into new tensors")
+        assert isinstance(got, torch.Tensor), (
+            f"td_loss returned a {type(got).__name__}, not a tensor: a plain number has no gradient, so nothing "
+            "could learn from it. Return the loss tensor itself, not a Python number made from it")
+        shape = tuple(got.shape)
+        if got.numel() != 1:
+            hint = {(TD_LOSS_BATCH,): "that is one loss per transition: average them over the batch",
+                    (TD_LOSS_BATCH, 1): "that is one loss per transition: average them over the batch",
+                    (TD_LOSS_BATCH, TD_LOSS_BATCH): ("a (B, 1) column met a (B,) row and broadcast to (B, B): the "
+                                                     "picked Q-values must be a (B,) vector; then average")}.get(
+                shape, "average the per-transition losses over the batch")
+            raise AssertionError(f"td_loss should return one number (a 0-dim tensor), got shape {shape}: {hint}.")
+        value = float(got.detach())
+        if not math.isclose(value, float(expected.detach()), rel_tol=1e-4, abs_tol=1e-6):
+            hint = _td_loss_hint(value, q_values, actions, targets)
+            raise AssertionError(f"td_loss returned {value:.4f} on the check's batch, which is not it. Hint: {hint}.")
+        no_grad = ("the value is right, but no gradient reaches q_values: the loss must be computed where autograd "
+                   "records, from tensors still attached to q_values (nothing detached or turned into numbers), so "
+                   "the backward pass can train the network")
+        assert got.requires_grad and got.grad_fn is not None, no_grad
+        try:
+            got.reshape(()).backward()
+        except RuntimeError as exc:
+            raise AssertionError(f"loss.backward() on td_loss's result failed: {exc}") from None
+        assert q_in.grad is not None, no_grad
+        assert torch.allclose(q_in.grad, q_ref.grad, rtol=1e-4, atol=1e-6), (
+            "the value is right, but the gradient in q_values is not the Huber loss's: let the gradient flow "
+            "through Q(s, a) of the taken actions only (no part of the error detached)")
+    return _passed("td_loss matches dqn_course.agent.td_loss: the mean Huber loss over the batch of Q(s, a) of "
+                   "the taken actions, and its gradient")
+
+
+PREDICTIONS.update({
+    "06.step_calls": Prediction("forward calls of one Double DQN learning step with the loop", 0, lambda m: {
+        64: "the targets are only part of a learning step: Q(s, a) of the batch's states takes a forward pass too "
+            "(section 4, Whole learning steps)",
+        33: "with Double DQN the loop runs both networks for every transition (section 3, and section 1's hook "
+            "counts)",
+        3: "this step's targets come from the per-sample loop, one call per transition (section 1), not from one "
+           "batched pass per network",
+        96: "Q(s, a) of the batch is one batched pass of the online network, not one per transition (section 4, "
+            "Whole learning steps)"},
+        "count the forward passes of one learn(): for the targets, one per transition for each network the loop runs "
+        "(section 1's hook counts; with Double DQN both networks, section 3), then Q(s, a) of the batch's states "
+        "(section 4, Whole learning steps)"),
+    "06b.ladder_factor": Prediction("the factor from the top rung to the bottom one", 0.05, lambda m: {
+        403_200 / 7_072: "the top rung keeps s and s' as two separate 4-stacks of raw screens: 8 screens per "
+                         "transition, not 4 (notebook 00)",
+        806_400 / (4 * 7_056): "the bottom rung keeps one 84 × 84 frame per step, not a 4-stack: each stored frame "
+                               "serves four states (notebook 04, frame sharing)",
+        806_400 / (8 * 7_056): "that is the rung of notebook 03, s and s' as uint8 stacks; the bottom rung stores "
+                               "each frame once (notebook 04)",
+        8: "counting frames is half of it: a raw screen is 210 × 160 × 3 bytes, a stored frame 84 × 84 × 1 "
+           "(notebooks 00, 02 and 03)"},
+        "price each rung as notebooks 00 to 04 did: frames stored per transition × bytes per frame, plus what a slot "
+        "keeps besides its pixels"),
+})
+
+
+QUESTIONS.update({
+    "06.why_batched_faster": ("b", "on a GPU the fixed price of a call is nearly all its cost (section 5), and one "
+                                   "batched call pays it once for all its targets: 128 share it instead of 32, so "
+                                   "each carries about a quarter. On a CPU the arithmetic is a real part of the cost, "
+                                   "so section 2's plot can show a smaller gain, or none",
+                              {"a": "a call checks its arguments and launches each layer's kernels once, whatever "
+                                    "batch it carries: that is what makes its price fixed (the *Why* at the top, "
+                                    "section 5). How many targets share it?",
+                               "c": "on a GPU the arithmetic of a small pass is expected to be nearly free (section "
+                                    "5): four times nearly free is still small beside a call's fixed price. How many "
+                                    "targets share that price?"}),
+    "06.double_lower": ("a", "the maximum of more noisy estimates lands higher: with 18 errors to pick from, the "
+                             "largest is larger (section 3's simulation with 18 columns would show it)",
+                        {"b": "the max picks the luckiest error: the more errors there are to pick from, the luckier "
+                              "the pick (section 3, *Overestimation and Double DQN*)",
+                         "c": "a maximum does not average: it picks the largest error (section 3, *Overestimation "
+                              "and Double DQN*)"}),
+    "06.gpu_gain": ("c", "faster arithmetic leaves the fixed price per call as a larger share: the loop pays it 32 "
+                         "times, the batched pass once (the same reason a GPU should widen the gap, section 5)",
+                    {"a": "the loop's extra time is not extra arithmetic, both ways do the same: it is the fixed price "
+                          "of 32 calls, which faster arithmetic does not touch (the *Why* at the top, section 5)",
+                     "b": "the arithmetic is the same both ways, but the fixed price per call is not: which share of "
+                          "each way's time shrinks? (the *Why* at the top, section 5)"}),
+    "06.truncation_bootstraps": ("c", "a clock stopped the episode, not the agent: marked done, a state with a "
+                                      "future is taught it has none, and nothing in it says why (*Why (1 − done)*)",
+                                 {"a": "done = 1 says that a state has no future, not only that its episode "
+                                       "stopped: a clock stopped this one, and the state could have gone on (*Why "
+                                       "(1 − done)*, the time-limit case)",
+                                  "b": "(1 − done) removes only the next state's value from the target; the "
+                                       "transition stays in the batch, and its loss still pulls its value towards "
+                                       "that target (*Why (1 − done)*)"}),
+    "06.target_network": ("a", "a target copied after every update moves with every update: the network chases a "
+                               "moving target again",
+                          {"b": "a copy is cheap; what matters is whether the targets stay put between updates "
+                                "(*Why a target network*)",
+                           "c": "the target still adds the discounted value of the next state, read from the copy "
+                                "(*Why a target network*)"}),
+    "06.huber_large_error": ("b", "inside the threshold the Huber loss is the squared error, whose gradient is e: "
+                                  "with 10, an error of 5 pushes with 5, not 1",
+                             {"a": "the push is bounded only beyond the threshold (section 4, *The Huber loss*, step "
+                                   "2): where is 5 now?",
+                              "c": "the Huber loss never drops an error: inside the threshold it is the squared "
+                                   "error (section 4, *The Huber loss*, step 1)"}),
+    "06b.fresh_process": ("a", "the C allocator (glibc's malloc) keeps the memory that many small arrays freed and "
+                               "hands it to the next requests instead of returning it to the OS, so the next games' "
+                               "fills cost no new RSS (notebook 01b, section 1): one fresh process per measurement, "
+                               "as this notebook's How does. Rings as large as this notebook's are another case: "
+                               "their arrays get pages of their own, returned when freed (notebook 05)",
+                          {"b": "a page costs RSS once it is written, whatever bytes are written into it: zero bytes "
+                                "are bytes like any other (this notebook's How: every slot is written so that its "
+                                "pages exist)",
+                           "c": "RSS counts every page the process has written, read back or not (this notebook's "
+                                "How): where did the memory that Pong's deque freed go?"}),
+    "06b.fill_every_slot": ("b", "np.zeros pages cost no RSS until written: the ring grows page by page over its first "
+                                 "2M steps, to 2,000,000 x (9,216 + 16) bytes, about 18.5 GB, then overwrites its "
+                                 "oldest slots",
+                            {"a": "np.zeros hands out address space; each page costs RSS when it is first written "
+                                  "(this notebook's How: it writes every slot so that the pages exist)",
+                             "c": "a ring overwrites its oldest slots once full: it never holds more than its "
+                                  "capacity, however long the run (section 1: n is the capacity)"}),
+})
+
+
+check_module(globals())

@@ -1,0 +1,224 @@
+"""Notebooks 07 (does it learn?) and 07b (training on Colab): their checks, predictions and questions.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from dqn_course.contracts import check_module
+from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _check_number,
+    _not_answered_yet, _passed, _require_number)
+
+
+_SCHEDULE = "section 1, *Why ε follows a schedule*"
+
+
+_PRESETS = "section 1, *Two presets, one learning problem*"
+
+
+def check_updates_in_run(answer: Any) -> bool | None:
+    """Notebook 07: gradient updates in a 10,000,000-agent-step run with learning_starts=80,000 and train_every=4.
+
+    ``train.train`` makes no update before ``learning_starts``, then one per ``train_every`` agent
+    steps summed over all envs: (10M - 80k) / 4 = 2,480,000 with 1 env or 8. Counting exactly (the loop
+    updates at every multiple of 4 from 80,000 to 10,000,000: 2,480,001) or off by one is accepted:
+    anything within 4 of 2,480,000.
+    """
+    total, starts, every, batch, envs = 10_000_000, 80_000, 4, 32, 8
+    expected = (total - starts) / every
+    return _check_number(
+        answer, expected, todo="set `updates` to the number of gradient updates",
+        should="updates should be a number (of gradient updates)",
+        right=(f"{expected:,.0f} gradient updates: none in the first {starts:,} steps, then one per {every} agent "
+               f"steps ({expected * batch:,.0f} sampled transitions in batches of {batch}); the same with {envs} "
+               f"envs, {envs // every} updates per vector step."),
+        hints=[
+            (total / every, f"no update happens before learning_starts: which agent steps can learn at all? "
+                            f"({_PRESETS})"),
+            (total - starts, f"one update per train_every = 4 agent steps, not one per step ({_PRESETS})"),
+            (expected * batch, f"that counts sampled transitions; each update uses one batch of 32 ({_PRESETS})"),
+            (expected / batch, "the batch size does not divide the count: one update per 4 steps, whatever the "
+                               f"batch ({_PRESETS})"),
+            (expected / envs, "train_every counts agent steps summed over all envs: 8 envs make 2 updates per "
+                              "vector step, so the total does not change"),
+            (expected * envs, "10M counts agent steps over all envs together: 8 envs don't multiply the updates"),
+            (expected / 4, "10M already counts agent steps, not emulator frames: don't divide by the frame skip "
+                           f"({_PRESETS})"),
+            (total / every - starts, "the steps before learning_starts make no update: they are agent steps, to be "
+                                     f"left out of the steps that count, not updates ({_PRESETS})"),
+        ],
+        otherwise=("count the agent steps that can learn (those after learning_starts), then how many of them "
+                   f"make an update ({_PRESETS})"),
+        close=lambda a, b: abs(a - b) <= 4)
+
+
+EPSILON_CASES = ((1.0, 0.01, 100_000), (1.0, 0.1, 1_000_000), (0.5, 0.05, 250))  # (start, end, decay_steps)
+
+
+def _line(step: float, start: float, end: float, decay_steps: float) -> float:
+    """``linear_epsilon``'s line where the diagnosis needs more than it takes: before step 0, or over a decay
+    length that is no whole number (the one a wrong schedule's values imply)."""
+    return end + (start - end) * max(0.0, 1.0 - step / decay_steps)
+
+
+def _epsilon_hint(got: dict[int, float], start: float, end: float, decay_steps: int) -> tuple[int, str]:
+    """The first step where a schedule's values ``got`` (step -> ε) go wrong, and what the schedule most likely
+    does there, compared with the usual mistakes."""
+    import math
+
+    from dqn_course.train import linear_epsilon
+
+    def close(a: float, b: float) -> bool:
+        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+
+    n = decay_steps
+    first = next(s for s, v in got.items() if not close(v, linear_epsilon(s, start, end, n)))
+    mid = n // 2
+    if close(got[0], end) and close(got[n], start):
+        return first, "ε rises: it starts at `start` (explore a lot while Q knows nothing) and falls to `end`"
+    if end > 0 and (close(got[n], 0.0) or close(got[10 * n], 0.0)):
+        return (n if close(got[n], 0.0) else 10 * n), ("ε falls to 0 instead of to `end`: it should level off at "
+                                                       "`end`, so a little exploration goes on for the rest of the run")
+    if got[10 * n] < end - 1e-9:
+        return 10 * n, ("ε keeps falling after decay_steps and ends below `end` (even negative): the schedule has a "
+                        "third part, after the line, where ε stays at `end` (the text's *Why ε follows a schedule*)")
+    if close(got[mid], start) and close(got[n - 1], start) and close(got[n], end):
+        return first, ("ε jumps from start to end at decay_steps: the fraction of the decay done is computed by "
+                       "integer division, which stays 0 until decay_steps; it should grow a little at every step")
+    for shift in (1, -1):  # the whole line one step early or late: step 0 is not where the line starts
+        shifted = [_line(s + shift, start, end, n) for s in got]
+        if any(all(close(v, w) for v, w in zip(got.values(), line))
+               for line in (shifted, [min(start, w) for w in shifted])):
+            return first, (f"off by one step: at every step ε is the line's value one step "
+                           f"{'later' if shift > 0 else 'earlier'}, so step 0 does not start at `start`. The line "
+                           "starts at step 0 with ε = `start`: the fraction of the decay done at a step is that step "
+                           "out of decay_steps")
+    if not close(got[0], start):
+        return 0, "at step 0, ε should be `start`"
+    if start - got[mid] > 1e-9 * start:  # a straight line through step 0 and half way: where does it reach `end`?
+        length = mid * (start - end) / (start - got[mid])
+        for off in (-1, 1):
+            if abs(length - (n + off)) < 0.01 and all(close(got[s], linear_epsilon(s, start, end, n + off))
+                                                     for s in (0, 1, 10, mid)):
+                return first, (f"off by one step: ε reaches `end` at step {n + off:,}, not at decay_steps = {n:,}. "
+                               "The line runs from step 0 to step decay_steps, so the fraction of the decay done at "
+                               "a step is that step out of decay_steps, no more and no less")
+    if got[1] < start:
+        other = (start - end) / (start - got[1])  # the decay length a straight line through got[0], got[1] has
+        if abs(other / n - 1) > 0.01 and all(close(v, _line(s, start, end, other)) for s, v in got.items()):
+            return first, (f"ε reaches `end` at about step {other:,.0f}, not at decay_steps = {n:,}: decay_steps is "
+                           "already a number of steps (not a fraction of the run), so the fraction of the decay done "
+                           "at a step is that step out of decay_steps itself")
+    values = list(got.values())
+    if (all(end - 1e-9 <= v <= start + 1e-9 for v in values) and all(a >= b for a, b in zip(values, values[1:]))
+            and got[mid] < linear_epsilon(mid, start, end, n) - 0.01 * (start - end)):  # a curve below the line
+        return first, ("ε falls along a curve, not a straight line: that is multiplicative decay (ε multiplied by "
+                       "a constant such as 0.995 at every step, as in many blog agents). The DQN papers anneal ε "
+                       "linearly from start to end over decay_steps, and that straight line is what train() uses and "
+                       "what the epsilon column of a run's log.csv shows")
+    return first, ("ε should fall in a straight line from `start` at step 0 to `end` at decay_steps, then stay at "
+                   "`end`")
+
+
+def check_epsilon_schedule(epsilon_schedule) -> bool | None:
+    """Notebook 07: ``epsilon_schedule(step, start, end, decay_steps)``, the ε of ε-greedy at agent step ``step``.
+
+    Compared with ``dqn_course.train.linear_epsilon`` (``start`` at step 0, a straight line to ``end`` at
+    ``decay_steps``, then ``end``) for each of ``EPSILON_CASES`` at steps 0, 1, 10, half way, decay_steps - 1,
+    decay_steps, decay_steps + 1 and 10 x decay_steps. A Python, NumPy or torch scalar passes. Raises
+    ``AssertionError`` with a hint naming the likely mistake (no floor, decay to 0, rising, multiplicative decay,
+    integer division, a decay one step short or long, the wrong decay length).
+    """
+    if epsilon_schedule is None:
+        return _not_answered_yet("write epsilon_schedule(step, start, end, decay_steps)")
+    assert callable(epsilon_schedule), (
+        f"pass the function itself, e.g. check_epsilon_schedule(epsilon_schedule), got {epsilon_schedule!r}")
+    import math
+
+    from dqn_course.train import linear_epsilon
+
+    for start, end, n in EPSILON_CASES:
+        got = {}
+        for step in (0, 1, 10, n // 2, n - 1, n, n + 1, 10 * n):
+            call = f"epsilon_schedule({step:_}, {start}, {end}, {n:_})"
+            value = _call_learner(epsilon_schedule, (step, start, end, n), call)
+            if value is None:
+                return _not_answered_yet("epsilon_schedule still returns None; return ε, a number")
+            if getattr(value, "ndim", None) == 0 or getattr(value, "shape", None) == (1,):
+                value = value.item()  # a NumPy or torch scalar
+            _require_number(value, f"{call} should return ε, a number")
+            got[step] = float(value)
+        if all(math.isclose(v, linear_epsilon(s, start, end, n), rel_tol=1e-6, abs_tol=1e-9) for s, v in got.items()):
+            continue
+        step, hint = _epsilon_hint(got, start, end, n)
+        where = "" if "*Why ε follows a schedule*" in hint else f" ({_SCHEDULE})"
+        raise AssertionError(f"epsilon_schedule({step:_}, {start}, {end}, {n:_}) returned {got[step]:.6g}, which "
+                             f"is not it: {hint}{where}.")
+    return _passed("epsilon_schedule matches train.linear_epsilon: a straight line from start to end over "
+                   "decay_steps, then end")
+
+
+PREDICTIONS.update({
+    "07.eps_at_900k": Prediction("ε at agent step 900,000 of a breakout run", 0.02, lambda m: {
+        0.1: f"ε falls to eps_end, the floor, not to 0: the straight line ends at eps_end ({_SCHEDULE})",
+        0.91: f"ε decays over eps_fraction of total_steps, not over the whole run ({_SCHEDULE})",
+        0.19: f"this preset's floor is its eps_end, printed above, not Nature DQN's 0.1 ({_SCHEDULE})",
+        0.01: "step 900,000 is still inside the decay: ε reaches eps_end at eps_fraction of total_steps "
+              f"({_SCHEDULE})"},
+        f"find where step 900,000 lies on the straight line from eps_start to eps_end ({_SCHEDULE})"),
+    "07b.state_drop": Prediction("the drop per transition from the 100k row to the 1M row", 0.05,
+                                 lambda m, fixed: {
+        fixed / 100_000: "that is the fixed part's share at 100k alone; at 1M the file still carries a share of it, a "
+                         "tenth as large (section 2, the fixed part)",
+        fixed / 1_000_000: "that is the fixed part's share at 1M alone; at 100k its share is ten times larger (section "
+                           "2, the fixed part)"},
+        "a file is a fixed part plus a part per transition: only the fixed part's share changes from row to row "
+        "(section 2)"),
+})
+
+
+QUESTIONS.update({
+    "07b.lost_runtime": ("b", "the next session resumes from the newest state file and plays the steps after it "
+                              "again: at most one save interval, counted in steps whatever the GPU; a GPU twice as "
+                              "fast plays those steps again in half the time",
+                         {"a": "a save comes every 100,000 steps at any speed: how far past the newest one can a run "
+                               "be when its runtime ends? (section 3)",
+                          "c": "a runtime ends at any moment, not at a save: no signal, no save (section 3; "
+                               "--time-limit is how a run saves first)"}),
+    "07b.fast_state": ("b", "the new state is written under a temporary name and takes the old one's place only once "
+                            "whole; the old file goes after that. Killed mid-write, the run leaves its last good state "
+                            "untouched and a partial .tmp that no resume reads (and the next save removes): the next "
+                            "session carries on from step 500,000. So even one kept file needs room for two during "
+                            "a save",
+                       {"a": "the oldest file goes only once the new one is whole (section 2): which file can a kill "
+                             "during the write have damaged?",
+                        "c": "a state is written under a temporary name and renamed only once it is whole "
+                             "(section 2, and notebook 09b): a resume only ever reads whole files"}),
+    "07.eps_start": ("c", "at step 0 the schedule gives ε = 1 again: the agent acts at random until ε has fallen",
+                     {"a": "the memory keeps the past, but every new transition comes from the actions ε picks "
+                           "(section 1, *Why ε follows a schedule*)",
+                      "b": "ε picks the actions; the TD target holds no ε (section 1, *ε-greedy*; notebook 06's TD "
+                           "target)"}),
+    "07.q_explodes": ("a", "with at most 1 reward per step, no discounted return exceeds 1 / (1 - γ): 1,000 for "
+                           "γ = 0.999, so 300 can be an honest estimate; a max-Q past the bound is divergence",
+                      {"b": "max-Q has a ceiling, the largest discounted return (section 5, *Mean max-Q*): work it "
+                            "out for γ = 0.999 and compare 300 with it",
+                       "c": "max-Q has a bound of its own, whatever the loss does: the largest discounted return "
+                            "(section 5, *Mean max-Q*)"}),
+    "07.loss_rises": ("b", "the targets move: more reward and larger Q-values make larger TD errors, so a rising "
+                           "loss beside a rising score is no alarm",
+                      {"a": "unlike a supervised loss, the TD loss chases targets that grow as the agent improves "
+                            "(section 5, *TD loss*)",
+                       "c": "divergence shows as a jump by orders of magnitude, or a max-Q past its bound, not as a "
+                            "loss that grows with the score (section 5, *TD loss*)"}),
+    "07.dead_agent": ("b", "long games fit both agents: waiting for FIRE earns nothing, so the stuck agent's score "
+                           "stays flat and low and its targets hold nothing new (max-Q flat, gradients small), while "
+                           "a good player's long games come with a rising score and max-Q",
+                      {"a": "the TD loss does not fall as an agent improves: its targets grow with the score "
+                            "(section 5, *TD loss*), so neither its level nor its trend tells a waiting agent from "
+                            "one that keeps the ball in play",
+                       "c": "a norm above the clipping threshold all the time says the steps are too large; a waiting "
+                            "agent's targets teach little: how large are its gradients? (section 5)"}),
+})
+
+
+check_module(globals())

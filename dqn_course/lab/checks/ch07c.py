@@ -1,0 +1,155 @@
+"""Notebook 07c (does my DQN learn?): the capstone's checks and questions.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from dqn_course.contracts import Count, check_module
+from dqn_course.lab.checks.core import (QUESTIONS, _call_learner, _not_answered_yet, _passed)
+
+
+def check_capstone(run: str | Path | None, games: Count = 30) -> bool | None:
+    """Notebook 07c's gate: the policy of the learner's run (a run folder or its ``checkpoint.pt``) plays ``games``
+    whole games on seeds the run never used (ε = 0.05, unclipped score, ``dqn_course.evaluate``), beside random
+    play on the same games; it passes at a mean of ``capstone.GATE_SCORE`` or more over 30 games.
+
+    ``None`` (not run yet) while ``run`` is None or holds no policy file. Raises ``AssertionError`` with the
+    score, random play, their ratio and the likely causes read from the run's ``log.csv`` (``capstone.diagnose``).
+    """
+    if run is None:
+        return _not_answered_yet("train your loop into a run folder and pass the folder")
+    from pathlib import Path
+
+    from dqn_course.evaluate import PolicyFileError, policy_vs_random
+    from dqn_course.lab.capstone import gate_verdict
+
+    folder = Path(run)
+    folder = folder.parent if folder.is_file() else folder
+    try:
+        result = policy_vs_random(run, games=games)
+    except PolicyFileError as e:
+        if not Path(run).exists() or (Path(run).is_dir() and not (Path(run) / "checkpoint.pt").exists()):
+            return _not_answered_yet(f"{run} holds no policy yet ({e}); run your loop until its first evaluation")
+        raise AssertionError(str(e)) from None
+    passed, message = gate_verdict(folder, result)
+    assert passed, message
+    return _passed(message)
+
+
+def check_capstone_loop(my_dqn) -> bool | None:
+    """Notebook 07c: the learner's loop ``my_dqn(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None)``
+    on the quick settings (``capstone.settings(quick=True)``: a few hundred steps) in a temporary folder, with the
+    library's rule. The first call is interrupted (``KeyboardInterrupt``, as the stop button sends) at step
+    ``CAPSTONE_STOP``; the second, on the same folder, must carry on from what the first saved to the last step.
+    Together they must log finished games with the updates' diagnostics and a falling ε, in growing steps, evaluate
+    every ``eval_every`` steps and return the last step. Raises ``AssertionError`` naming the first thing missing and
+    the section of the page that explains it.
+    """
+    if my_dqn is None:
+        return _not_answered_yet("write my_dqn(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None)")
+    assert callable(my_dqn), f"pass the function itself, check_capstone_loop(my_dqn), got {my_dqn!r}"
+    import csv
+    import tempfile
+    from pathlib import Path
+
+    from dqn_course.agent import td_loss, td_targets
+    from dqn_course.checkpoint import list_checkpoints
+    from dqn_course.lab.capstone import settings
+    from dqn_course.train import linear_epsilon
+
+    def rows(path: Path) -> list[dict]:
+        if not path.is_file():
+            return []
+        with open(path, newline="") as f:
+            return list(csv.DictReader(f))
+
+    def interrupted(step, start, end, decay_steps):
+        if step == CAPSTONE_STOP:
+            raise KeyboardInterrupt  # what the notebook's stop button raises in the loop
+        return linear_epsilon(step, start, end, decay_steps)
+
+    cfg = settings(quick=True)
+    call = "my_dqn(cfg, folder, td_targets, td_loss, epsilon_schedule)"
+    with tempfile.TemporaryDirectory(prefix="dqn-capstone-check-") as tmp:
+        folder = Path(tmp) / "run"
+        try:
+            first = _call_learner(my_dqn, (cfg, folder, td_targets, td_loss, interrupted), call)
+        except KeyboardInterrupt:
+            first = "interrupted"
+        if first is None:
+            return _not_answered_yet("my_dqn still returns None; run the loop, then return the last step")
+        assert list_checkpoints(folder), (
+            f"interrupted at step {CAPSTONE_STOP}, the loop left no saved state in its folder: save in a `finally` "
+            "block, so a stop, an error or the end all keep what was learned (section 4, step 6)")
+        before = rows(folder / "log.csv")
+        saved = max(int(p.stem.split("-")[1]) for p in list_checkpoints(folder))
+        updates = []
+
+        def counted_loss(q_values, actions, targets):
+            updates.append(1)
+            return td_loss(q_values, actions, targets)
+
+        last = _call_learner(my_dqn, (cfg, folder, td_targets, counted_loss, linear_epsilon), call + " again")
+        assert last == cfg.total_steps, (
+            f"called again after the interruption, my_dqn returned {last!r}: it should carry on to step "
+            f"cfg.total_steps ({cfg.total_steps}) and return the last step (section 4)")
+        left = range(max(saved + 1, cfg.learning_starts), cfg.total_steps + 1)
+        due = sum(1 for t in left if t % cfg.train_every == 0)
+        assert len(updates) <= due + 1, (
+            f"called again, the loop made {len(updates)} updates where {due} were left after the save at step "
+            f"{saved}: it started over instead of carrying on from the step run.resume(...) returns (section 4, "
+            "step 1)")
+        log = rows(folder / "log.csv")
+        assert log, ("log.csv holds no finished game: when a game ends, log it with run.game_over(...) (section 2, "
+                     "the run folder)")
+        steps = [int(r["step"]) for r in log]
+        assert log[:len(before)] == before and steps == sorted(steps) and len(set(steps)) == len(steps), (
+            "after the interruption the log's steps start over: carry on from the step run.resume(...) returns "
+            "instead of 0 (section 4, step 1)")
+        assert any(r["loss"] for r in log), (
+            "no gradient update reached the log: from cfg.learning_starts on, one update every cfg.train_every "
+            "steps, each followed by run.updated(...) (section 4, step 4)")
+        eps = [float(r["epsilon"]) for r in log]
+        assert eps[-1] < eps[0] or (len(eps) == 1 and eps[0] < cfg.eps_start), (
+            f"ε did not fall over the run ({eps[0]} at the first game, {eps[-1]} at the last): act with the ε your "
+            "schedule gives for the run's step, and log that ε (section 4, step 2)")
+        evals = [int(r["step"]) for r in rows(folder / "eval.csv")]
+        expected = list(range(cfg.eval_every, cfg.total_steps + 1, cfg.eval_every))
+        assert evals == expected, (
+            f"evaluations at steps {evals}, expected {expected}: evaluate once at each multiple of cfg.eval_every, "
+            "also across a resume (section 4, step 6)")
+    return _passed(f"your loop survived an interruption at step {CAPSTONE_STOP}, carried on from its save to step "
+                   f"{last}, logged {len(log)} game(s) with the updates' diagnostics and a falling ε, and evaluated "
+                   f"at steps {expected}")
+
+
+CAPSTONE_STOP = 450  # the step at which check_capstone_loop interrupts the learner's first call
+
+
+QUESTIONS.update({
+    "07c.run_a": ("b", "a learning rate 100x too large: each step overshoots, so the loss, the gradient norm and "
+                       "max-Q jump far from the working run's within the first updates",
+                  {"a": "compare how soon this run departs from the working run, and in which panels (notebook 07, "
+                        "section 5)",
+                   "c": "look at the ε panel: it follows the working run's line (notebook 07, section 5)"}),
+    "07c.run_b": ("c", "ε that never decays: the ε panel stays at 1, so every action is random and the score stays at "
+                       "random play",
+                  {"a": "look at the ε panel first: does it fall like the working run's? (notebook 07, section 5)",
+                   "b": "look at the ε panel first: does it fall like the working run's? (notebook 07, section 5)"}),
+    "07c.run_c": ("a", "(1 - done) forgotten: a lost life bootstraps as if the game went on, so the targets that "
+                       "taught the working run what a lost life costs (its largest TD errors) are gone: the TD loss "
+                       "stays flat and the gradient norm low where the working run's rise, max-Q sits above the "
+                       "working run's, and the score climbs later, while ε follows the working run's line",
+                  {"b": "a learning rate 100x too large shows at once in the loss and gradient norm; compare their "
+                        "size with the working run's (notebook 07, section 5, *Gradient norm before clipping*)",
+                   "c": "look at the ε panel: it follows the working run's line (notebook 07, section 5)"}),
+    "07c.eps_stuck": ("a", "a schedule right for the run's step, fed each game's length instead, starts again near 1 "
+                           "at every game: no game is long enough to bring it down",
+                      {"b": "decaying over the whole run is slow, but by the last steps ε would be near its floor "
+                            "(notebook 07, section 1, *Why ε follows a schedule*)",
+                       "c": "swapped, ε would start near its floor and rise: it would be low early on (notebook 07, "
+                            "section 1, *Why ε follows a schedule*)"}),
+})
+
+
+check_module(globals())

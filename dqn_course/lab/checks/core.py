@@ -1,0 +1,172 @@
+"""What every chapter's checks share: the verdicts, one number's check, predictions and the short questions.
+
+The verdicts: passed, not answered yet, a hint (an ``AssertionError``); predict-then-measure is ``Prediction`` and
+``check_prediction_of``, the short questions ``check_question``.
+
+``PREDICTIONS`` and ``QUESTIONS`` are filled by the chapters' modules (``dqn_course.lab.checks`` imports them all),
+one entry per question, named ``"<notebook>.<what>"``.
+"""
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from dqn_course.contracts import check_module
+
+
+def _passed(message: str) -> bool:
+    print(f"✓ {message}")
+    return True
+
+
+def _not_answered_yet(todo: str) -> None:
+    """The answer is still ``None``: say so without raising, so the notebook runs top to bottom."""
+    print(f"Not answered yet: {todo}, then run this cell again.")
+    return None
+
+
+def _require_number(value, should: str) -> None:
+    """Raise ``AssertionError`` "<should>, got <type>: <value>" unless ``value`` is a real number (not a bool)."""
+    import numbers
+
+    assert isinstance(value, numbers.Real) and not isinstance(value, bool), (
+        f"{should}, got {type(value).__name__}: {value!r}")
+
+
+def _check_number(answer, expected: float, *, todo: str, should: str, right: str, hints: list[tuple[float, str]],
+                  otherwise: str, close: Callable[[float, float], bool] = operator.eq, show: str = ",") -> bool | None:
+    """The pattern of the checks that take one number: ``None`` is not answered yet (``todo`` says what to do);
+    anything but a number fails with ``should``; an answer ``close`` to ``expected`` passes with ``right``;
+    otherwise the first hint whose value the answer is close to, or ``otherwise``, in
+    "<answer> is not it: <hint>." (the answer formatted with ``show``)."""
+    if answer is None:
+        return _not_answered_yet(todo)
+    _require_number(answer, should)
+    if close(answer, expected):
+        return _passed(right)
+    hint = next((h for value, h in hints if close(answer, value)), otherwise)
+    raise AssertionError(f"{answer:{show}} is not it: {hint}.")
+
+
+def _show(x) -> str:
+    """A number as the learner reads it: thousands separators, no spurious decimals."""
+    if float(x).is_integer():
+        return f"{int(x):,}"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+REDO = "redo the arithmetic from the cell's numbers"
+
+
+def _prediction_hint(prediction, measured, rel: float, forgot: dict | None, otherwise: str = REDO) -> str:
+    """How far ``prediction`` is from ``measured``, in words that never state ``measured``.
+
+    The direction (too high / too low), a rough factor band, and, when ``prediction / measured`` lies within 5%
+    of a factor in ``forgot`` (within half its distance from 1 for a factor closer to 1 than 10%), what that
+    factor usually means; else ``otherwise``. A prediction of zero gets ``forgot``'s text for the factor 0.
+    """
+    forgot = forgot or {}
+    if prediction == 0 and measured != 0:
+        return f"zero, where the measurement is not: {forgot.get(0, otherwise)}"
+    if measured == 0 or (prediction > 0) != (measured > 0):
+        return f"not even the same sign as the measurement (or zero): {otherwise}"
+    ratio = prediction / measured
+    direction = "too high" if abs(prediction) > abs(measured) else "too low"
+    factor = max(abs(ratio), 1 / abs(ratio))
+    if factor > 10:
+        band = "off by more than 10x"
+    elif factor >= 1.5:
+        band = f"off by about {max(2, round(factor))}x"
+    elif factor > 1.1:
+        band = "off by between 10% and 50%"
+    else:
+        band = "within 10% but not exact" if rel == 0 else f"within 10% but not within {rel:.0%}"
+    hint = f"{direction}, {band}"
+    # A factor matches within 5%, or within half its distance from 1 when closer (a near miss is not "forgot").
+    near = [(abs(ratio / f - 1), why) for f, why in forgot.items()
+            if f > 0 and abs(ratio / f - 1) <= min(0.05, abs(f - 1) / 2)]
+    why = min(near)[1] if near else otherwise
+    return f"{hint}: {why}"
+
+
+def check_prediction(prediction: Any, measured: float, what: str, rel: float = 0.02, *,
+                     forgot: dict[float, str] | None = None, otherwise: str = REDO) -> bool | None:
+    """Notebooks 03-10: the learner's ``prediction`` (a number written *before* the measurement) against the
+    ``measured`` value, within ``rel`` (2% by default; 0 asks for the exact value).
+
+    A wrong prediction gets a hint, never the measured value: too high or too low, by roughly what factor
+    (more than 10x, about N x, 10-50%, within 10%), and, when ``prediction / measured`` is within 5% of a key
+    of ``forgot``, that key's text: e.g. ``forgot={8.0: "pixels are uint8, 1 byte each, not float64"}``; else
+    ``otherwise`` (how to work the number out). On success it prints the measured value (the learner has answered).
+    """
+    if prediction is None:
+        return _not_answered_yet(f"write your prediction of {what} (a number) in the cell above")
+    _require_number(prediction, f"the prediction of {what} should be a number")
+    off = abs(prediction - measured) / max(abs(measured), 1e-12)
+    if off <= rel:
+        return _passed(f"{what}: predicted {_show(prediction)}, measured {_show(measured)}")
+    raise AssertionError(f"you predicted {_show(prediction)} for {what}; that is "
+                         f"{_prediction_hint(prediction, measured, rel, forgot, otherwise)}.")
+
+
+class Prediction(NamedTuple):
+    """One predict-then-measure question: the quantity (``what``), how close counts (``rel``; 0 asks for the exact
+    value), the likely mistakes: ``mistakes(measured, **given)`` maps the number a learner who made a mistake
+    would write to its hint (``given``: the notebook's own inputs a wrong answer is made of), and the hint for any
+    other wrong number (``otherwise``: how to work it out)."""
+
+    what: str
+    rel: float
+    mistakes: Callable[..., dict[float, str]]
+    otherwise: str = REDO
+
+
+PREDICTIONS: dict[str, Prediction] = {}  # the chapters' modules add theirs
+QUESTIONS: dict[str, tuple] = {}  # key: (right option, why, hint for a wrong one)
+
+
+def check_prediction_of(key: str, prediction: Any, measured: float, **given: float) -> bool | None:
+    """A notebook's prediction ``key`` (``PREDICTIONS``): ``check_prediction`` with that question's quantity,
+    tolerance and likely mistakes (``given``: the notebook's inputs its mistakes are made of), so that the check
+    cell states none of them. Raises ValueError for an unknown key."""
+    if key not in PREDICTIONS:
+        raise ValueError(f"no prediction called {key!r}: the notebooks' are {', '.join(sorted(PREDICTIONS))}")
+    what, rel, mistakes, otherwise = PREDICTIONS[key]
+    forgot = {wrong / measured: why for wrong, why in mistakes(measured, **given).items()} if measured else None
+    return check_prediction(prediction, measured, what, rel, forgot=forgot, otherwise=otherwise)
+
+
+def check_question(key: str, answer: Any) -> bool | None:
+    """Notebooks 01-10: a short multiple-choice question; ``answer`` is a letter, e.g. ``"b"``."""
+    if key not in QUESTIONS:
+        raise KeyError(f"check_question: key {key!r} names no question here (e.g. {next(iter(QUESTIONS))!r})")
+    right, why, hints = QUESTIONS[key]
+    if answer is None:
+        return _not_answered_yet("write the letter of your answer, e.g. \"a\"")
+    assert isinstance(answer, str) and answer.strip().lower() in ("a", "b", "c"), (
+        f"answer with one letter, \"a\", \"b\" or \"c\", got {answer!r}")
+    letter = answer.strip().lower()
+    assert letter == right, f"not {letter!r}: {hints.get(letter, 'look again at the measurements above')}"
+    return _passed(f"{letter}: {why}")
+
+
+def _call_learner(fn, args: tuple, call: str, hints: dict[str, str] | None = None):
+    """Call a learner's function; an exception becomes an ``AssertionError`` naming the call, the exception, the
+    line of the learner's code it came from and, when its message contains a key of ``hints``, that key's hint."""
+    import inspect
+    import traceback
+
+    try:
+        return fn(*args)
+    except Exception as exc:  # any crash of the learner's code is reported, not shown as a traceback
+        code = getattr(inspect.unwrap(fn), "__code__", None)  # a decorated function: the learner's own code
+        lines = [f.line for f in traceback.extract_tb(exc.__traceback__)
+                 if code is not None and f.filename == code.co_filename and f.line]
+        where = f" at `{lines[-1]}`" if lines else ""
+        hint = next((h for key, h in (hints or {}).items() if key in str(exc)), None)
+        raise AssertionError(f"{call} raised {type(exc).__name__}{where}: {exc}"
+                             + (f". Hint: {hint}." if hint else "")) from None
+
+
+check_module(globals())
