@@ -125,12 +125,12 @@ def test_an_import_of_a_missing_module_is_caught(tmp_path, code, target):
 def test_readme_module_tables_match_the_package():
     make_readme = load_script("make_readme")
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert text[slice(*make_readme.block_span(text))] == make_readme.readme_block(), (
+    assert text[slice(*make_readme.block_span(text))] == make_readme.readme_modules.readme_block(), (
         "README.md's module tables differ from dqn_course/: run `make readme` (python data/make_readme.py)")
 
 
 def test_readme_lists_every_module_once():
-    library, lab = load_script("make_readme").module_rows()
+    library, lab = load_script("make_readme").readme_modules.module_rows()
     names = [name for name, _ in library + lab]
     assert len(names) == len(set(names))
     expected = {m for m in package_modules() if m not in (PACKAGE, LAB)}
@@ -157,3 +157,19 @@ def test_the_package_cites_only_files_in_the_repository():
     dead = {str(p.relative_to(ROOT)): missing for p in sorted((ROOT / "dqn_course").rglob("*.py"))
             if (missing := missing_paths(p.read_text(encoding="utf-8"), ROOT))}
     assert not dead, f"files named in the package that the repository does not have: {dead}"
+
+
+MAX_LINES = 600  # a module one can read in a sitting; past it, split it by what its parts do
+
+
+def long_files(root: Path) -> list[str]:
+    return [f"{path.relative_to(root)}: {n} lines" for folder in ("dqn_course", "benchmarks", "data")
+            for path in sorted((root / folder).rglob("*.py"))
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
+
+
+def test_no_python_file_of_the_package_benchmarks_or_data_is_over_600_lines(tmp_path):
+    assert long_files(ROOT) == []
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1), encoding="utf-8")  # a planted one
+    assert long_files(tmp_path) == [f"{Path('data/long.py')}: {MAX_LINES + 1} lines"]

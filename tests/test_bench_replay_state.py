@@ -109,7 +109,7 @@ def test_the_cli_in_quick_mode_writes_the_rows(tmp_path):
 def test_the_readme_block_shows_the_recorded_rows(tmp_path):
     make_readme = load_script("make_readme")
     (tmp_path / "data" / "bench").mkdir(parents=True)
-    assert make_readme.replay_state_body(tmp_path).startswith("Not recorded yet")
+    assert make_readme.readme_memory.replay_state_body(tmp_path).startswith("Not recorded yet")
     env = {"date": "2026-11-25T12:00:00", "cpu_count": 2, "cpu": "some CPU", "ram_total": 24 * 2**30,
            "load_avg_1min": 0.5}
     row = {"storage": "lz4", "transitions": 100_000, "stored": 99_800, "file_bytes": 87_000_000,
@@ -120,7 +120,7 @@ def test_the_readme_block_shows_the_recorded_rows(tmp_path):
                         "read_cold": True, "keep_checkpoints": 2},
            "rows": [row, {"storage": "ram", "transitions": 1_000_000, "refused": "InsufficientMemoryError: no"}]}
     (tmp_path / "data" / "bench" / "replay_state.json").write_text(json.dumps(doc))
-    body = make_readme.replay_state_body(tmp_path)
+    body = make_readme.readme_memory.replay_state_body(tmp_path)
     assert "| `lz4` | 100,000 (99,800) | 87.0 MB | 872 B | 601 B | 27.0 MB | 0.80 s | 0.30 s | 0.50 s |" in body
     assert "| `ram` | 1,000,000 | refused: InsufficientMemoryError: no |" in body
     assert "same replay digest" in body and "`keep_checkpoints` = 2" in body

@@ -39,7 +39,7 @@ def test_the_readme_block_lists_every_variant_and_shows_a_failed_one(tmp_path):
     (bench / "update-capture-x.json").write_text(json.dumps(
         {"command": "benchmarks/update_capture.py", "environment": env, "rows": rows,
          "settings": {"gpu": "Test GPU", "torch_version": "2.11.0", "capacity": 800}}))
-    body = make_readme.update_capture_body(tmp_path)
+    body = make_readme.readme_speed.update_capture_body(tmp_path)
     assert "| own-graph | 400 | 4.00× |" in body
     assert "| cudagraphmodule | failed: RuntimeError: no capture |" in body
     assert "250 µs" in body

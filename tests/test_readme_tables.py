@@ -45,7 +45,7 @@ def test_readme_states_no_acceptance_target():
 
 
 def test_curriculum_has_one_row_per_notebook():
-    names = [name for name, _, _ in make_readme.curriculum_rows()]
+    names = [name for name, _, _ in make_readme.readme_curriculum.curriculum_rows()]
     assert names == sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
     assert len(names) >= 11
 
@@ -73,13 +73,14 @@ def test_rows_from_summary_ladder_and_plain_outputs(tmp_path):
                                         "✓ the exercise's check\n"))
     _write(tmp_path, "02_d", _notebook("02 · Not run?", None))
     _write(tmp_path, "03_e", _notebook("03 · No rung?", "Notebook 03: 2.4x faster\n"))
-    rows = {name: (question, answer) for name, question, answer in make_readme.curriculum_rows(tmp_path)}
+    curriculum = make_readme.readme_curriculum
+    rows = {name: (question, answer) for name, question, answer in curriculum.curriculum_rows(tmp_path)}
     assert list(rows) == ["00_a", "01_b", "01b_c", "02_d", "03_e"]  # found by glob, 01b between 01 and 02
     assert rows["03_e"] == ("No rung?", "2.4x faster")
     assert rows["00_a"] == ("Is it here?", "raw: 201,600 bytes, 1M: 201.6 GB")
     assert rows["01_b"] == ("Why?", r"7.6x faster \| at 100,000<br>and a second line")
-    assert rows["01b_c"][1] == f"{make_readme.NO_SUMMARY}; its last printed output:<br>last measured line"
-    assert rows["02_d"] == ("Not run?", make_readme.NO_SUMMARY)
+    assert rows["01b_c"][1] == f"{curriculum.NO_SUMMARY}; its last printed output:<br>last measured line"
+    assert rows["02_d"] == ("Not run?", curriculum.NO_SUMMARY)
 
 
 def test_the_check_fails_when_a_notebook_changes(tmp_path):
@@ -101,11 +102,11 @@ def test_the_check_fails_when_a_document_is_edited_by_hand():
 
 def test_the_curriculum_names_the_recorded_machine(tmp_path):
     (tmp_path / "data").mkdir()
-    assert "No notebook execution is recorded" in make_readme.executions_line(tmp_path)
+    assert "No notebook execution is recorded" in make_readme.readme_curriculum.executions_line(tmp_path)
     record = {"machine": {"cores": 2, "cpu": "AMD EPYC", "ram_gib": 23.5, "torch_threads": 2},
               "start": "2026-11-24T10:00:00+00:00", "end": "2026-11-24T10:03:00+00:00", "others_cores": 0.02}
     (tmp_path / "data" / "executions.json").write_text(json.dumps({"executions": {"00_a": record}}))
-    line = make_readme.executions_line(tmp_path)
+    line = make_readme.readme_curriculum.executions_line(tmp_path)
     assert "on 2-core AMD EPYC, 25 GB RAM, 2 torch threads" in line and "2026-11-24 10:00" in line
     assert "at most 2% of a core" in line
 
@@ -121,6 +122,6 @@ def test_a_recorded_throughput_run_replaces_the_fallback(tmp_path):
     doc = {"command": "benchmarks/throughput.py --device cuda", "environment": env, "rows": rows,
            "settings": {"device": "cuda", "gpu": "a GPU", "window": 50_000, "buffer_size": 1_000_000}}
     (bench / "throughput-gpu.json").write_text(json.dumps(doc), encoding="utf-8")
-    body = make_readme.throughput_body(tmp_path)
+    body = make_readme.readme_speed.throughput_body(tmp_path)
     assert "| fast | 8 | cuda | 2,000 | 5.00× | 1,573 |" in body and "a GPU" in body
     assert "refactor-before-after" not in body
