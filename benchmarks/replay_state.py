@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from dqn_course import ConfigError, quick_mode
+from dqn_course.allocation import check_run
 from dqn_course.checkpoint import read_checkpoint, replay_digest, restore_training_state
 from dqn_course.cleanup import OwnedTempDir, exit_on_signals
 from dqn_course.lab.bench import FramePool, play_frames, print_results, save_results, transitions
@@ -123,7 +124,7 @@ def save_state(cfg: Config, pool: FramePool) -> dict:
     ``digest`` (``checkpoint.replay_digest`` of the memory written), ``fill_s`` and ``write_s``. Raises
     ``InsufficientMemoryError`` / ``InsufficientDiskError`` (nothing written) where the machine cannot take it.
     """
-    cfg.validate()  # the checks a run makes before building: RAM for the replay, the folders, the device
+    check_run(cfg)  # the checks a run makes before building: RAM for the replay, the folders, the device
     check_state_fits_on_disk(cfg)  # a raw replay's file size is known before filling it
     memory, agent, learner = build_run(cfg)
     try:

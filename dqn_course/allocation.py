@@ -10,20 +10,18 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from dqn_course.contracts import Count, check_module
 from dqn_course import ConfigError
+from dqn_course.config import Config
 from dqn_course.device import FIT_FRACTION, check_device, check_fits_on_device, free_memory, pick_device
 from dqn_course.networks import NatureCNN
 from dqn_course.profiling import InsufficientMemoryError, available_bytes, check_fits, format_bytes
 from dqn_course.replay.stores import CODECS, InsufficientDiskError, check_disk_space, planned_host_bytes
 
-if TYPE_CHECKING:  # the settings' type only: config imports this module to check a run against the machine
-    from dqn_course.config import Config
 
 FRAME_SHAPE = (84, 84)  # one preprocessed screen: what the replay memory stores per agent step
 N_ACTIONS = 4  # Breakout's action set: the size of the networks' last layer
@@ -97,8 +95,20 @@ def plan_allocation(cfg: Config, device: torch.device | None = None) -> Allocati
     return AllocationPlan(device, frames, host, device_memory, disk, state_files)
 
 
+def check_run(cfg: Config) -> torch.device:
+    """Everything a run checks before it builds anything: its settings (``Config.validate``), the device it names
+    (``ConfigError`` if torch cannot use it here) and this machine (``check_machine``). Returns that device, picked
+    once here for the run to build on (``cfg.device`` "" picks CUDA when there is one). Raises ``ConfigError``,
+    ``InsufficientMemoryError`` or ``InsufficientDiskError``."""
+    cfg.validate()
+    check_device(cfg.device)
+    device = pick_device(cfg.device or None)
+    check_machine(cfg, plan_allocation(cfg, device))
+    return device
+
+
 def check_machine(cfg: Config, plan: AllocationPlan) -> None:
-    """``Config.validate``'s checks against this machine (its device checked before): the folders can be written,
+    """A run's checks against this machine (its device checked before, by ``check_run``): the folders can be written,
     and the replay (``plan``) fits in RAM, in the GPU's free memory and on the disk. Raises ``ConfigError``,
     ``InsufficientMemoryError`` or ``InsufficientDiskError``."""
     out = Path(cfg.out_dir)
@@ -164,7 +174,7 @@ def dry_run(cfg: Config, preset: str) -> str:
     disk, a device it lacks) are reported, not raised: the plan is worth reading on a machine that cannot run it.
     A device this machine lacks (``--device cuda`` on a laptop) is planned for all the same.
     """
-    cfg.check_settings()
+    cfg.validate()
     try:
         device = pick_device(cfg.device or None)
     except RuntimeError as e:

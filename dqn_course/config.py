@@ -1,6 +1,7 @@
 """A training run's settings: ``Config``, one dataclass with a line per field, and its presets.
 
-``Config.validate`` refuses settings which cannot work (and runs this machine cannot take) before anything is built.
+``Config.validate`` refuses settings which cannot work before anything is built (``allocation.check_run`` adds
+the runs this machine cannot take).
 
 ``PRESETS`` names the learning problems the course runs: ``breakout`` (the Nature DQN / CleanRL settings),
 ``breakout-fast`` (the same on the GPU path), ``breakout-cpu`` (shrunk to hours on a laptop) and ``quick``
@@ -13,8 +14,6 @@ from dataclasses import dataclass
 
 from dqn_course.contracts import check_module
 from dqn_course import ConfigError, check_fields, check_ranges, require
-from dqn_course.allocation import check_machine, plan_allocation
-from dqn_course.device import check_device
 from dqn_course.replay.stores import STORAGES
 
 ENV_BACKENDS = ("gymnasium", "ale")
@@ -75,30 +74,12 @@ class Config:
     def validate(self) -> None:
         """Refuse settings that cannot work, before anything is built; raises ``ConfigError`` saying what to change.
 
-        Every field is checked against its annotation (``dqn_course.check_fields``, shared with ``DistConfig``:
-        ``double="false"`` or ``lr="fast"`` are refused by name), then ranges and the rules between fields.
-        numpy numbers and paths are stored back as plain ints, floats and strings. Also refuses
-        (``InsufficientMemoryError`` / ``InsufficientDiskError``) a replay memory that does not fit in this
-        machine's RAM, in its GPU's free memory (``replay_on_device``) or on its disk, and a ``device`` that
-        torch cannot use.
+        What the settings say, cheapest first: every field against its annotation (``dqn_course.check_fields``,
+        shared with ``DistConfig``: ``double="false"`` or ``lr="fast"`` are refused by name), then ranges, then the
+        rules between fields. numpy numbers and paths are stored back as plain ints, floats and strings. Whether
+        this machine can take the run (its device, RAM, GPU memory and disk) is ``allocation.check_run``'s to say,
+        where a run is set up.
         """
-        self.check_settings()
-        check_device(self.device)
-        check_machine(self, plan_allocation(self))
-
-    def __post_init__(self) -> None:
-        """A config is made with every field of its kind and in its range (``ConfigError``); the rules between
-        fields and against the machine wait for ``validate`` (fields may still change before it)."""
-        self._check_fields()
-
-    def _check_fields(self) -> None:
-        check_fields(self)
-        check_ranges(self, positive=_POSITIVE, non_negative=_NON_NEGATIVE, fractions=_FRACTIONS)
-
-    def check_settings(self) -> None:
-        """``validate``'s checks of the settings alone, without the machine (``ConfigError``), cheapest first:
-        every field against its annotation (``dqn_course.check_fields``, shared with ``DistConfig``), then ranges,
-        then the rules between fields."""
         self._check_fields()
         require(0 < self.eps_fraction <= 1, f"--eps-fraction (of total steps over which ε decays) must be in (0, 1], "
                                            f"got {self.eps_fraction!r}")
@@ -126,6 +107,15 @@ class Config:
         require(not (self.per and self.replay_on_device),
                 "--per true needs --replay-on-device false: prioritized replay samples on the host (its sum tree and "
                 "importance weights), and the device learner samples on the device; drop one of the two")
+
+    def __post_init__(self) -> None:
+        """A config is made with every field of its kind and in its range (``ConfigError``); the rules between
+        fields wait for ``validate`` (fields may still change before it)."""
+        self._check_fields()
+
+    def _check_fields(self) -> None:
+        check_fields(self)
+        check_ranges(self, positive=_POSITIVE, non_negative=_NON_NEGATIVE, fractions=_FRACTIONS)
 
 
 PRESETS: dict[str, Config] = {

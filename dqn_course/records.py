@@ -41,7 +41,7 @@ from dqn_course.profiling import MiB, rss_bytes
 from dqn_course.replay.base import MemoryLike
 from dqn_course.stopping import DiskFullError, is_disk_full
 
-if TYPE_CHECKING:  # the settings' type only: config sits above this module
+if TYPE_CHECKING:  # the settings' type only (config sits below this module)
     from dqn_course.config import Config
 
 # -- the logs -------------------------------------------------------------------------------------------------------

@@ -37,10 +37,9 @@ import torch
 from dqn_course.contracts import Count, Probability, check_module
 from dqn_course import ConfigError, add_field_options, require
 from dqn_course.agent import DQNAgent, td_loss, td_targets
-from dqn_course.allocation import dry_run
+from dqn_course.allocation import check_run, dry_run
 from dqn_course.checkpoint import CheckpointError, restore_training_state
 from dqn_course.config import PRESETS, Config
-from dqn_course.device import pick_device
 from dqn_course.envs import learning_signals, make_vector_envs
 from dqn_course.learner import DeviceLearner, EagerLearner
 from dqn_course.profiling import InsufficientMemoryError, format_bytes, rss_bytes
@@ -134,13 +133,13 @@ def set_up(cfg: Config, targets: Callable, loss: Callable, epsilon: Callable) ->
     """Check the settings, the machine and the learning rule, read the state to resume (before allocating: a bad
     file fails fast), build the run and restore that state into it. Writes nothing. Raises ``ConfigError``,
     ``InsufficientMemoryError``, ``InsufficientDiskError`` or ``CheckpointError``."""
-    cfg.validate()
+    device = check_run(cfg)
     require(not (cfg.per and loss is not td_loss),
             "--per true weights each transition's Huber loss by its importance weight; a loss function given to "
             "train() cannot take those weights: use the default loss with PER, or --per false")
     arrays, meta, path = load_resume(cfg)
     np.random.seed(cfg.seed)
-    envs, memory, agent, learner = build(cfg, pick_device(cfg.device or None), targets, loss)
+    envs, memory, agent, learner = build(cfg, device, targets, loss)
     if arrays is None:
         return Run(envs, memory, agent, learner, {"step": 0, "updates": 0, "episodes": 0}, None)
     counters = restore_training_state(arrays, meta, agent, memory)

@@ -17,7 +17,7 @@ from dqn_course.lab import playback
 from dqn_course.profiling import GB, InsufficientMemoryError, format_bytes, measure_in_subprocess
 from dqn_course.replay import MultiStreamMemory
 from dqn_course.replay.stores import TorchFrames
-from dqn_course.allocation import BOOKKEEPING, NETWORKS, REPLAY_FRAMES, STATES, plan_allocation
+from dqn_course.allocation import BOOKKEEPING, NETWORKS, REPLAY_FRAMES, STATES, check_run, plan_allocation
 from dqn_course.train import PRESETS, main
 
 CPU = torch.device("cpu")
@@ -110,9 +110,9 @@ def test_a_gpu_that_cannot_hold_the_device_replay_is_refused_before_anything_is_
     assert 0 < fits < 1_000_000 and fits % 8 == 0
     assert not out.exists()
     cfg = dataclasses.replace(PRESETS["breakout-fast"], device="cuda", out_dir=str(out))
-    dataclasses.replace(cfg, buffer_size=fits).validate()  # the size it names passes
+    check_run(dataclasses.replace(cfg, buffer_size=fits))  # the size it names passes
     with pytest.raises(InsufficientMemoryError):
-        dataclasses.replace(cfg, buffer_size=fits + 8).validate()
+        check_run(dataclasses.replace(cfg, buffer_size=fits + 8))
 
 
 def test_a_device_frame_store_checks_the_gpus_free_memory_before_allocating(small_gpu):

@@ -17,6 +17,7 @@ from dqn_course import ConfigError
 from dqn_course.checkpoint import checkpoint_path, latest_checkpoint, list_checkpoints, prune_checkpoints, \
     write_checkpoint
 from dqn_course.distributed import DistConfig
+from dqn_course.allocation import check_run
 from dqn_course.envs import learning_signals
 from dqn_course.evaluate import play_games
 from dqn_course.networks import NatureCNN
@@ -114,7 +115,7 @@ def test_distributed_config_refuses_what_it_used_to_accept():
 @NO_CUDA
 def test_a_cuda_device_without_a_gpu_gets_the_clis_message(tmp_path):
     with pytest.raises(ConfigError) as info:
-        quick(tmp_path, device="cuda").validate()
+        check_run(quick(tmp_path, device="cuda"))
     refused(info, "--device cuda asks for a CUDA GPU", "--device cpu")
     for make in (lambda: FrameSharingMemory(10, OBS, device="cuda"),
                  lambda: MultiStreamMemory(20, 2, OBS, device=torch.device("cuda"))):

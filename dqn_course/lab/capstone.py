@@ -24,6 +24,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from dqn_course.allocation import check_run
 from dqn_course.contracts import Probability, check_module
 from dqn_course import check_arg, quick_mode
 from dqn_course.agent import DQNAgent, batch_to_tensors, update_stats
@@ -47,7 +48,7 @@ def settings(quick: bool | None = None, **changes) -> Config:
     cfg = dataclasses.replace(PRESETS[PRESET], out_dir="runs/my-dqn", progress=False,
                               **(QUICK_SIZES if (quick_mode() if quick is None else quick) else {}))
     cfg = dataclasses.replace(cfg, **changes)
-    cfg.validate()
+    check_run(cfg)  # the settings, and whether this machine can take the run
     return cfg
 
 
@@ -77,7 +78,7 @@ class Run:
             raise TypeError(f"Run(folder, cfg): cfg must be a train.Config (capstone.settings() makes one), "
                             f"got {type(cfg).__name__}")
         check_arg("save_minutes", save_minutes, low=0.0)
-        cfg.validate()
+        check_run(cfg)
         self.folder, self.cfg, self.save_minutes = Path(folder), cfg, float(save_minutes)
         self.counters = {"step": 0, "updates": 0, "episodes": 0}
         self.stats: UpdateStats | None = None
