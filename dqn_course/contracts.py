@@ -403,10 +403,11 @@ def _parameter_list(signature: inspect.Signature, names: dict[str, Any]) -> tupl
 
 
 def _check_lines(signature: inspect.Signature, hints: dict[str, Any], where: str, skip_first: bool,
-                 names: dict[str, Any]) -> list[str]:
-    """One line per checked parameter: an inline test of the common values, else the rule (``_refuse``); a value
-    left at its default is not checked. The objects the lines use go into ``names``."""
-    lines = []
+                 names: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(the inline tests, one per checked parameter, all true for common good values; the lines that check each
+    parameter by its rule, ``_refuse``). A value left at its default passes both. The objects they use go into
+    ``names``."""
+    fast, lines = [], []
     for i, p in enumerate(signature.parameters.values()):
         hint = hints.get(p.name, inspect.Parameter.empty)
         rule = None if (skip_first and i == 0) else rule_for(hint)
@@ -414,17 +415,19 @@ def _check_lines(signature: inspect.Signature, hints: dict[str, Any], where: str
             continue
         if p.kind is p.VAR_POSITIONAL:
             names[f"__c_r{i}"] = _refuse_item(where, rule)
+            fast.append(f"not {p.name}")
             lines.append(f"for __c_k, __c_v in enumerate({p.name}): __c_r{i}(f'{p.name}[{{__c_k}}]', __c_v)")
         elif p.kind is p.VAR_KEYWORD:
             names[f"__c_r{i}"] = _refuse_item(where, rule)
+            fast.append(f"not {p.name}")
             lines.append(f"for __c_k, __c_v in {p.name}.items(): __c_r{i}(__c_k, __c_v)")
         else:
             names[f"__c_r{i}"] = _refuse(where, p.name, rule)
             accept = _accept_expr(hint, p.name, names)
-            tests = ([f"{p.name} is not __c_d{i}"] if p.default is not p.empty else []) + \
-                ([f"not ({accept})"] if accept is not None else [])
-            lines.append(f"if {' and '.join(tests)}: __c_r{i}({p.name})" if tests else f"__c_r{i}({p.name})")
-    return lines
+            given = f"{p.name} is not __c_d{i}" if p.default is not p.empty else None
+            fast.append(" or ".join(f"({t})" for t in (given and f"{p.name} is __c_d{i}", accept) if t) or "False")
+            lines.append(f"if {given}: __c_r{i}({p.name})" if given else f"__c_r{i}({p.name})")
+    return fast, lines
 
 
 _OUTSIDE = "not __c_frame(1).f_globals.get('__name__', '').startswith('dqn_course') and not __c_compiling()"
@@ -453,10 +456,13 @@ def checked(func: Callable, method: bool = False) -> Callable:
     filename = f"<checked {where}>"
 
     def resolve() -> None:  # at the first call: by then every module a type-checking-only name comes from is loaded
-        lines = _check_lines(signature, _hints(func), where, method, names) or ["pass"]
-        exec(compile(f"def {name}({header}):\n    if {_OUTSIDE}:\n" + "".join(f"        {line}\n" for line in lines)
-                     + f"    return __c_func({passing})\n"
-                     + f"def __c_checks({header}):\n" + "".join(f"    {line}\n" for line in lines),
+        fast, lines = _check_lines(signature, _hints(func), where, method, names)
+        body = "    return __c_func({passing})\n"
+        if lines:  # good values pass the inline tests; only a value that fails one costs the caller's frame
+            body = (f"    if not ({' and '.join(f'({t})' for t in fast)}) and {_OUTSIDE}:\n"
+                    f"        __c_checks({passing})\n" + body)
+        exec(compile(f"def {name}({header}):\n{body.format(passing=passing)}"
+                     + f"def __c_checks({header}):\n" + "".join(f"    {line}\n" for line in lines or ["pass"]),
                      filename, "exec"), names)  # noqa: S102 - source made here, from the signature and names
         wrapper.__code__ = names[name].__code__  # the same function object (held by classes and modules) from now on
 

@@ -1,14 +1,14 @@
 """The refactor guard's recordings: what a quick run decides, row by row, and the comparison of two of them.
 
-``tests/test_train.py`` runs the quick preset through the CLI with ``GUARD`` (in float64, 2,000 steps) and compares
-what it decided with ``tests/data/quick-run.json``. A run's decisions hang on rounding: with another CPU's kernels
-(an Intel Xeon's, or this AMD's with its oneDNN, MKL or ATen kernels held to another instruction set) a float32 run
-drifts by 1e-6 within 1,000 steps and plays other games from step ~1,350 on; a float64 run drifts by the same factor
-per step from 1e-16, and its logged digits stay the same up to step ~2,100 (tests/data/README.md has the
-measurements). So the guard runs in float64 and stops at 2,000 steps: it holds on any CPU and still sees any change
-of what the run does.
+``tests/test_train.py`` runs the quick preset through the CLI in float64 (``GUARD``) and compares what it decided
+with ``tests/data/quick-run.json``. A run's decisions hang on rounding: with another CPU's kernels (an Intel Xeon's,
+or this AMD's with its oneDNN, MKL or ATen kernels held to another instruction set) a float32 quick run drifts by
+1e-6 within 1,000 steps and plays other games from step ~1,350 on. The float64 quick run with the same kernel
+variations made the same games and evaluations, its logged losses apart by at most 3.6e-4 at the last game
+(tests/data/README.md has the measurements, and a shorter run that did not hold). So the guard compares the discrete
+columns exactly and the losses and statistics within ``RTOL``.
 
-    python tests/quick_run_record.py                      # record tests/data/quick-run.json (a run of ~2 minutes)
+    python tests/quick_run_record.py                      # record tests/data/quick-run.json (a run of ~3 minutes)
     python tests/quick_run_record.py --plant lr           # record a planted change: tests/data/planted-lr.json
     python tests/quick_run_record.py --out /tmp/mine.json # this CPU's run, to compare (differences())
 
@@ -31,11 +31,12 @@ GOLDEN = DATA / "quick-run.json"
 MACHINE_COLUMNS = ("rss_mb", "steps_per_s")  # what the machine, not the algorithm, decides
 DISCRETE = ("step", "episode_return", "episode_length", "epsilon", "replay_size")  # compared exactly
 MEASURED = ("loss", "q_max", "grad_norm")  # compared within RTOL
-# The CSV keeps 6 significant digits; float64 runs with other kernels agreed in every one of them (README.md here).
-# RTOL allows a last printed digit to round the other way, and nothing more: a planted change moves them by 1e-3+.
-RTOL = 2e-5
-GUARD = dict(float64=True, total_steps=2_000)  # the quick preset's settings the guard changes (its CLI: GUARD_ARGS)
-GUARD_ARGS = ("--float64", "true", "--total-steps", str(GUARD["total_steps"]))
+# The spread measured across kernels in float64: 0 in every logged digit to step ~2,100, then up to 3.6e-4 (the
+# last game's gradient norm). RTOL is that with a margin of about 14x; a planted change moves the losses by percents
+# and the games with them.
+RTOL = 5e-3
+GUARD = dict(float64=True)  # the quick preset's settings the guard changes (its CLI: GUARD_ARGS)
+GUARD_ARGS = ("--float64", "true")
 
 
 def cpu_name() -> str:
