@@ -313,7 +313,6 @@ def _compiling() -> bool:
     return _is_compiling()
 
 
-_NOT_GIVEN = object()  # the checker's default for every parameter that has one: a value left out is not checked
 _INF = math.inf
 
 
@@ -439,7 +438,8 @@ def checked(func: Callable, method: bool = False) -> Callable:
 
     The wrapper is a function with ``func``'s own parameters (so Python binds the arguments, and a missing or
     unknown one is Python's ``TypeError``, naming it). At its first call it resolves the annotations and takes the
-    compiled checks as its code; from then on a call from outside the package runs them inline, then ``func``.
+    compiled checks as its code: from then on each argument meets an inline test of the common good values, and
+    only when one fails are the caller's frame (outside the package?) and the rules consulted.
     """
     if not callable(func):
         raise ArgumentError(f"checked: func must be a function (something callable), got {_short(func)}")
@@ -457,11 +457,11 @@ def checked(func: Callable, method: bool = False) -> Callable:
 
     def resolve() -> None:  # at the first call: by then every module a type-checking-only name comes from is loaded
         fast, lines = _check_lines(signature, _hints(func), where, method, names)
-        body = "    return __c_func({passing})\n"
+        body = f"    return __c_func({passing})\n"
         if lines:  # good values pass the inline tests; only a value that fails one costs the caller's frame
             body = (f"    if not ({' and '.join(f'({t})' for t in fast)}) and {_OUTSIDE}:\n"
                     f"        __c_checks({passing})\n" + body)
-        exec(compile(f"def {name}({header}):\n{body.format(passing=passing)}"
+        exec(compile(f"def {name}({header}):\n{body}"
                      + f"def __c_checks({header}):\n" + "".join(f"    {line}\n" for line in lines or ["pass"]),
                      filename, "exec"), names)  # noqa: S102 - source made here, from the signature and names
         wrapper.__code__ = names[name].__code__  # the same function object (held by classes and modules) from now on

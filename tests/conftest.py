@@ -6,6 +6,7 @@ the tests directory goes there too so helpers such as ``_subprocess_helpers`` ca
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -33,11 +34,10 @@ except ImportError:  # hypothesis is a dev extra; only test_replay_properties ne
     pass
 
 
-@pytest.fixture
-def deterministic_kernels():
-    """For a test that compares two runs on a GPU: cuDNN's deterministic algorithms only (its default backward
-    kernels sum in a schedule-dependent order, which moves weights by 1e-7 to 3e-5 between identical runs), no
-    autotuning; restored afterwards, so other tests run as training does."""
+@contextlib.contextmanager
+def cudnn_deterministic():
+    """cuDNN's deterministic algorithms only (its default backward kernels sum in a schedule-dependent order, which
+    moves weights by 1e-7 to 3e-5 between identical runs), no autotuning; the settings restored afterwards."""
     import torch
 
     saved = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
@@ -46,3 +46,11 @@ def deterministic_kernels():
         yield
     finally:
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved
+
+
+@pytest.fixture
+def deterministic_kernels():
+    """For a test that compares two runs on a GPU: ``cudnn_deterministic`` around it, so other tests run as training
+    does."""
+    with cudnn_deterministic():
+        yield

@@ -440,13 +440,10 @@ def test_the_deterministic_kernels_fixture_sets_cudnn_and_restores_it():
     before = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = True
     try:
-        import conftest
+        from conftest import cudnn_deterministic
 
-        gen = conftest.deterministic_kernels.__wrapped__()
-        next(gen)
-        assert torch.backends.cudnn.deterministic is True and torch.backends.cudnn.benchmark is False
-        with pytest.raises(StopIteration):
-            next(gen)
+        with cudnn_deterministic():
+            assert torch.backends.cudnn.deterministic is True and torch.backends.cudnn.benchmark is False
         assert torch.backends.cudnn.deterministic is before[0] and torch.backends.cudnn.benchmark is True
     finally:
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before
