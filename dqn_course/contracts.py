@@ -34,6 +34,7 @@ it goes through the rule, which accepts or words the refusal. The inline test ne
 from __future__ import annotations
 
 import abc
+import builtins
 import collections.abc
 import contextlib
 import dataclasses
@@ -450,29 +451,32 @@ def checked(func: Callable, method: bool = False) -> Callable:
     signature = inspect.signature(func)
     where = func.__qualname__.replace(".__init__", "")
     name = func.__name__ if func.__name__.isidentifier() else "checked"
-    names: dict[str, Any] = {"__c_func": func, "__c_frame": sys._getframe, "__c_compiling": _compiling,
-                             "__c_inf": _INF}
+    # The wrapper's globals. Builtins as the module, not a copy of its dict: Ray pickles an actor class's methods by
+    # value, and a dict of builtins would carry a notebook's replaced input() with it, which cannot be pickled.
+    names: dict[str, Any] = {"__builtins__": builtins, "__c_func": func, "__c_frame": sys._getframe,
+                             "__c_compiling": _compiling, "__c_inf": _INF}
     header, passing = _parameter_list(signature, names)
     filename = f"<checked {where}>"
 
     def resolve() -> None:  # at the first call: by then every module a type-checking-only name comes from is loaded
-        fast, lines = _check_lines(signature, _hints(func), where, method, names)
+        live = wrapper.__globals__  # ``names``; or, in a process that unpickled the wrapper, a new dict of its names
+        live.update({k: v for k, v in names.items() if k not in live})
+        fast, lines = _check_lines(signature, _hints(func), where, method, live)
         body = f"    return __c_func({passing})\n"
         if lines:  # good values pass the inline tests; only a value that fails one costs the caller's frame
             body = (f"    if not ({' and '.join(f'({t})' for t in fast)}) and {_OUTSIDE}:\n"
                     f"        __c_checks({passing})\n" + body)
         exec(compile(f"def {name}({header}):\n{body}"
                      + f"def __c_checks({header}):\n" + "".join(f"    {line}\n" for line in lines or ["pass"]),
-                     filename, "exec"), names)  # noqa: S102 - source made here, from the signature and names
-        wrapper.__code__ = names[name].__code__  # the same function object (held by classes and modules) from now on
+                     filename, "exec"), live)  # noqa: S102 - source made here, from the signature and names
+        wrapper.__code__ = live[name].__code__  # the same function object (held by classes and modules) from now on
 
     names["__c_resolve"] = resolve
     exec(compile(f"def {name}({header}):\n    __c_resolve()\n    if {_OUTSIDE}:\n        __c_checks({passing})\n"
                  f"    return __c_func({passing})\n", filename, "exec"), names)  # noqa: S102 - made here, from names
     wrapper = names[name]
     functools.update_wrapper(wrapper, func)
-    wrapper.__checked__ = True
-    wrapper.__checker_names__ = names  # _rebind_defaults keeps the defaults here in step with the function's
+    wrapper.__checked__ = True  # its globals are ``names``: _rebind_defaults keeps the defaults there in step
     return wrapper
 
 
@@ -520,8 +524,8 @@ def _rebind_defaults(namespace: dict, module: str, wrapped: dict) -> None:
         functions += [m.__func__ if isinstance(m, (staticmethod, classmethod)) else m for m in vars(cls).values()
                       if inspect.isfunction(m) or isinstance(m, (staticmethod, classmethod))]
     for f in [*functions, *(getattr(f, "__wrapped__", f) for f in functions)]:  # the wrappers and the functions
-        if hasattr(f, "__checker_names__"):  # the wrapper's checks compare a value with its default
-            names = f.__checker_names__
+        if getattr(f, "__checked__", False):  # the wrapper's checks compare a value with its default
+            names = f.__globals__
             names.update({k: wrapped.get(d, d) for k, d in names.items() if k.startswith("__c_d")
                           and inspect.isfunction(d)})
         if f.__defaults__:
