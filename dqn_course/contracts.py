@@ -354,22 +354,19 @@ def _accept_expr(hint: Any, var: str, names: dict[str, Any]) -> str | None:
     return f"isinstance({var}, {name})"
 
 
-def _refuse(where: str, shown: str, rule: Rule) -> Callable[[Any], None]:
-    """The slow path of one parameter: its rule, and the refusal naming it."""
-    def refuse(value) -> None:
-        why = rule(value)
-        if why is not None:
-            raise ArgumentError(f"{where}: {shown} must be {why}, got {_short(value)}")
-    return refuse
-
-
 def _refuse_item(where: str, rule: Rule) -> Callable[[str, Any], None]:
-    """The same for one item of ``*args`` or ``**kwargs``, shown by its index or name."""
+    """The slow path of a value: its rule, and the refusal naming it as ``shown`` (a parameter, or an item of
+    ``*args`` or ``**kwargs`` by its index or name)."""
     def refuse(shown: str, value) -> None:
         why = rule(value)
         if why is not None:
             raise ArgumentError(f"{where}: {shown} must be {why}, got {_short(value)}")
     return refuse
+
+
+def _refuse(where: str, shown: str, rule: Rule) -> Callable[[Any], None]:
+    """``_refuse_item`` for one named parameter."""
+    return functools.partial(_refuse_item(where, rule), shown)
 
 
 def _parameter_list(signature: inspect.Signature, names: dict[str, Any]) -> tuple[str, str]:
