@@ -1,10 +1,15 @@
 """The exercise checks of notebooks 00, 02 and 03: right answers pass, wrong ones raise, ``None`` only reminds."""
 from __future__ import annotations
 
+import functools
+import types
+from pathlib import Path
+
 import cv2
 import numpy as np
 import pytest
 
+import dqn_course
 from _solutions import run_solutions
 from dqn_course.lab import checks
 from dqn_course.lab.frames import (blog_preprocess, downsample, max_pool_downsample, preprocessing_trace, raw_frames,
@@ -13,32 +18,65 @@ from dqn_course.lab.frames import (blog_preprocess, downsample, max_pool_downsam
 
 # --- notebook 00 ----------------------------------------------------------------------------------
 
-def test_raw_transition_bytes_right(capsys):
-    assert checks.check_raw_transition_bytes(2 * 4 * 210 * 160 * 3) is True
-    assert checks.check_raw_transition_bytes(806_400.0) is True  # a float of the right value is fine
-    assert "✓" in capsys.readouterr().out
+def next_stack(state, screen):
+    """The worked answer: the 3 newest screens of the state, then the new one, in a new array."""
+    return np.concatenate([state[1:], screen[None]])
 
 
-@pytest.mark.parametrize("wrong", [100_800, 403_200, 201_600, 8 * 806_400, 56_448, 268_800, 12345])
-def test_raw_transition_bytes_wrong(wrong):
-    with pytest.raises(AssertionError):
-        checks.check_raw_transition_bytes(wrong)
+def as_course_code(fn):
+    """``fn`` with its code moved into the course's package: what a helper of ``dqn_course`` doing the same is."""
+    code = fn.__code__.replace(co_filename=str(Path(dqn_course.__file__).parent / "lab" / "frames.py"))
+    return types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
 
 
-@pytest.mark.parametrize("wrong", ["806400", True, [806_400]])
-def test_raw_transition_bytes_not_a_number(wrong):
-    with pytest.raises(AssertionError):
-        checks.check_raw_transition_bytes(wrong)
+def test_next_stack_right(capsys):
+    assert checks.check_next_stack(next_stack) is True
+    assert checks.check_next_stack(lambda s, x: np.stack([*s[1:], x])) is True  # another way to the same array
+    out = capsys.readouterr().out
+    assert out.startswith("✓") and "806,400 bytes" in out and "806.4 GB" in out  # the figure notebook 00 is for
 
 
-def test_raw_transition_bytes_none(capsys):
-    assert checks.check_raw_transition_bytes(None) is None
-    assert "not answered yet" in capsys.readouterr().out.lower()
+def test_next_stack_refuses_the_courses_own_function_and_the_pages_imports():
+    """The same code, from the course's package, or a library function the page imports, is not the learner's."""
+    with pytest.raises(AssertionError, match="not yours"):
+        checks.check_next_stack(as_course_code(next_stack))
+    for library in (np.roll, np.append, np.ndarray.sort, functools.partial(np.concatenate, axis=0)):
+        with pytest.raises(AssertionError, match="not yours|not a function of yours"):
+            checks.check_next_stack(library)
+
+
+WRONG_NEXT_STACK = {
+    "in place": (lambda s, x: (s.__setitem__(slice(0, 3), s[1:].copy()), s.__setitem__(3, x), s)[2],
+                 "changed the state it was given"),
+    "the state back": (lambda s, x: s.copy(), "new screen is missing"),
+    "newest first": (lambda s, x: np.concatenate([x[None], s[1:]]), "new screen goes last"),
+    "reversed": (lambda s, x: np.concatenate([s[1:], x[None]])[::-1].copy(), "order is reversed"),
+    "drops the newest": (lambda s, x: np.concatenate([s[:3], x[None]]), "the oldest, the first one"),
+    "np.roll alone": (lambda s, x: np.roll(s, -1, axis=0), "3 newest screens of s"),
+    "a view of 5": (lambda s, x: np.concatenate([s, x[None]])[1:], "view"),
+    "float32": (lambda s, x: np.concatenate([s[1:], x[None]]).astype(np.float32), "uint8"),
+    "five screens": (lambda s, x: np.concatenate([s, x[None]]), "shape"),
+    "a list": (lambda s, x: [*s[1:], x], "one NumPy array"),
+    "crashes": (lambda s, x: np.concatenate([s[1:], x]), "raised ValueError"),
+}
+
+
+@pytest.mark.parametrize("name", list(WRONG_NEXT_STACK))
+def test_next_stack_wrong(name):
+    wrong, hint = WRONG_NEXT_STACK[name]
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_next_stack(wrong)
+
+
+def test_next_stack_none(capsys):
+    assert checks.check_next_stack(None) is None
+    assert checks.check_next_stack(lambda s, x: None) is None  # the exercise cell's function, not written yet
+    assert capsys.readouterr().out.count("Not answered yet") == 2
 
 
 def test_notebook_00_solution_cell_passes_its_check():
     """The solution cell is committed without outputs and skipped by nbval; it runs here instead."""
-    out = run_solutions("00_setup", {"checks": checks, "screen": raw_frames(1, seed=0)[0]})
+    out = run_solutions("00_setup", {"checks": checks, "np": np})
     assert out.count("✓") == 2 and "806,400" in out  # the exercise and the Pong question
 
 

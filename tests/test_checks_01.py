@@ -1,10 +1,19 @@
 """Notebook 01's checks: right answers pass, wrong ones raise with a hint, None is 'not answered yet'."""
 from __future__ import annotations
 
+import functools
 import math
+import mmap
+import sys
+import tracemalloc
+import types
+from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
+import dqn_course
 from _solutions import run_solutions
 from dqn_course.lab import checks, naive
 
@@ -96,7 +105,90 @@ def test_notebook_01_solution_cell_passes_its_checks():
     assert out.count("✓") == 4 and "Not answered yet" not in out
 
 
-def test_notebook_01b_solution_cell_passes_its_check():
-    """01b's quiz: its solution cell, committed without outputs and skipped by nbval, runs here instead."""
-    out = run_solutions("01b_measuring_honestly", {"checks": checks})
-    assert out.count("✓") == 1 and "Not answered yet" not in out
+def test_notebook_01b_solution_cell_passes_its_checks():
+    """01b's exercise and quiz: its solution cell, committed without outputs and skipped by nbval, runs here instead."""
+    out = run_solutions("01b_measuring_honestly", {"checks": checks, "np": np, "mmap": mmap})
+    assert out.count("✓") == 2 and "Not answered yet" not in out  # the exercise and the quiz
+
+
+# --- notebook 01b: pretouch ------------------------------------------------------------------------
+
+def pretouch(buf):
+    """The worked answer: one real write per page (a copy, since NumPy skips assigning an array to itself), of the
+    value already there."""
+    flat = buf.reshape(-1).view(np.uint8)
+    flat[::mmap.PAGESIZE] = flat[::mmap.PAGESIZE].copy()
+
+
+def as_course_code(fn):
+    """``fn`` with its code moved into the course's package: what a helper of ``dqn_course`` doing the same is."""
+    code = fn.__code__.replace(co_filename=str(Path(dqn_course.__file__).parent / "replay" / "base.py"))
+    return types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+def test_pretouch_right(capsys):
+    assert checks.check_pretouch(pretouch) is True
+    assert checks.check_pretouch(lambda buf: buf.reshape(-1).view(np.uint8).__iadd__(0)) is True  # every byte, += 0
+    assert capsys.readouterr().out.startswith("✓")
+
+
+def test_pretouch_measures_a_fresh_buffer_untouched():
+    """The behaviour check's premise: a fresh buffer costs (almost) no RSS until written, then a page per page."""
+    from dqn_course.lab.checks.ch00_01 import PRETOUCH_SLACK, _fresh_buffer
+    from dqn_course.profiling import rss_bytes
+
+    page = mmap.PAGESIZE
+    before = rss_bytes()
+    buf = _fresh_buffer(1_000 * page, "uint8", (1_000 * page,))
+    assert rss_bytes() - before < PRETOUCH_SLACK * page and not buf.any()
+    before = rss_bytes()
+    buf[::2 * page] = 1  # every other page
+    assert abs(rss_bytes() - before - 500 * page) < PRETOUCH_SLACK * page
+
+
+def test_pretouch_refuses_the_courses_own_function_and_the_pages_imports():
+    """The same code, from the course's package, or a library function the page imports, is not the learner's."""
+    with pytest.raises(AssertionError, match="not yours"):
+        checks.check_pretouch(as_course_code(pretouch))
+    for library in (np.ndarray.sort, np.asarray, functools.partial(np.copyto, src=0), torch.nn.init.zeros_,
+                    tracemalloc.start):
+        with pytest.raises(AssertionError, match="not yours|not a function of yours"):
+            checks.check_pretouch(library)
+
+
+def _self_assigned(buf):
+    flat = buf.reshape(-1).view(np.uint8)
+    flat[::mmap.PAGESIZE] = flat[::mmap.PAGESIZE]  # the same memory: NumPy writes nothing
+
+
+WRONG_PRETOUCH = {
+    "nothing": (lambda buf: buf, "no page became resident"),
+    "assigned to itself": (_self_assigned, "no page became resident"),
+    "a page of values": (lambda buf: buf.reshape(-1).__setitem__(slice(None, None, mmap.PAGESIZE), 0), "quarter"),
+    "first axis only": (lambda buf: buf.__setitem__(slice(None, None, mmap.PAGESIZE), 0), "page became resident"),
+    "half the pages": (lambda buf: buf.reshape(-1).view(np.uint8).__setitem__(slice(None, buf.nbytes // 2), 0),
+                       "only part of the pages"),
+    "a copy written": (lambda buf: np.ones_like(buf), "no page became resident"),
+    "fill with zeros": (lambda buf: buf.fill(0), "changed"),
+    "a 1 in each page": (lambda buf: buf.reshape(-1).view(np.uint8).__setitem__(slice(None, None, mmap.PAGESIZE), 1),
+                         "changed"),
+    "crashes": (lambda buf: buf.view(np.uint8)[::mmap.PAGESIZE, 0], "raised IndexError"),
+}
+
+
+@pytest.mark.parametrize("name", list(WRONG_PRETOUCH))
+def test_pretouch_wrong(name):
+    wrong, hint = WRONG_PRETOUCH[name]
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_pretouch(wrong)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux maps unwritten pages read to one zero page")
+def test_pretouch_that_only_reads_fails():
+    with pytest.raises(AssertionError, match="reading it is not enough"):
+        checks.check_pretouch(lambda buf: buf.sum())
+
+
+def test_pretouch_none(capsys):
+    assert checks.check_pretouch(None) is None
+    assert "Not answered yet" in capsys.readouterr().out

@@ -3,27 +3,105 @@
 from __future__ import annotations
 
 
+import gc
+import mmap
+import sys
+
+import numpy as np
+
 from dqn_course.contracts import check_module
-from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _check_number,
-    _not_answered_yet, _passed, _require_number)
+from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _not_answered_yet,
+                                        _passed, _require_number, _require_own_function)
+from dqn_course.profiling import rss_bytes
+
+RAW_SCREEN = (210, 160, 3)  # one raw Breakout screen: height x width x colour channels, uint8
+GRAY_FRAME = (84, 84)  # one preprocessed frame
+STACK = 4  # screens (or frames) in a state
 
 
-def check_raw_transition_bytes(answer) -> bool | None:
-    """Notebook 00: bytes of one transition whose s and s' are separate 4-stacks of raw 210x160x3 uint8 screens."""
-    screen = 210 * 160 * 3
-    expected = 2 * 4 * screen
-    return _check_number(
-        answer, expected, todo="set `answer` to the number of bytes",
-        should="answer should be a number of bytes (an int)",
-        right=f"{expected:,} bytes per transition: 2 states (s and s') x 4 screens x 210x160x3 bytes.",
-        hints=[(screen, "that is one screen; a transition holds two states of 4 screens each"),
-               (4 * screen, "that is one 4-stack (s); s' is stored as a separate copy too"),
-               (2 * screen, "that is s and s' as single screens; each state is a stack of 4 screens"),
-               (8 * expected, "that is bits; count bytes (a uint8 pixel value is 1 byte)"),
-               (2 * 4 * 84 * 84, "that is 84x84 gray frames; this memory stores raw 210x160x3 RGB screens"),
-               (2 * 4 * 210 * 160, "that leaves out the 3 colour channels of each pixel")],
-        otherwise=("count what one transition holds: how many screens, each of how many pixels and channels, at "
-                   "how many bytes a value, for each of its states (section 5, *What does it cost?*)"))
+def _screens(shape: tuple, n: int, seed: int) -> np.ndarray:
+    """``n`` uint8 screens of ``shape``, each filled with its own random values (so that any two differ)."""
+    return np.random.default_rng(seed).integers(0, 256, size=(n, *shape), dtype=np.uint8)
+
+
+def _next_stack_mistake(got: np.ndarray, frames: np.ndarray) -> str:
+    """The hint for a next state of the right shape and dtype but the wrong screens (``frames``: the 4 screens of
+    the state, then the new one)."""
+    shown = {"the state itself, unchanged": frames[:4], "the 4 screens in newest-first order": frames[4:0:-1],
+             "the newest screen first": frames[[4, 1, 2, 3]], "the newest screen in place of the previous newest":
+             frames[[0, 1, 2, 4]], "the state's screens, the new one nowhere": frames[[1, 2, 3, 3]]}
+    what = next((w for w, expected in shown.items() if np.array_equal(got, expected)), None)
+    hints = {
+        "the state itself, unchanged": "the step's new screen is missing: s' is what the agent sees after the step",
+        "the 4 screens in newest-first order": "the order is reversed: a state keeps its screens oldest first, the "
+                                               "newest last (section 4's picture: next_obs[3] is the newest)",
+        "the newest screen first": "the new screen goes last, where the newest screen of a state is (section 4's "
+                                   "picture), and the others move one place towards the front",
+        "the newest screen in place of the previous newest": "the screen to drop is the oldest, the first one: "
+                                                             "s' keeps the 3 newest screens of s",
+        "the state's screens, the new one nowhere": "the new screen is missing: s' ends with the screen the step "
+                                                    "returned",
+    }
+    return (f"it holds {what}: {hints[what]}" if what else
+            "s' should hold the 3 newest screens of s, oldest first, then the screen the step returned (section 4: "
+            "a state is the 4 most recent screens)")
+
+
+def check_next_stack(next_stack) -> bool | None:
+    """Notebook 00: ``next_stack(state, screen)``, the blog agent's next state: the 3 newest screens of ``state``
+    (a stack of 4, oldest first), then ``screen``, as a new array that shares no memory with ``state``.
+
+    Run on stacks of raw 210x160x3 screens and of 84x84 gray frames (random values, so every screen differs),
+    twice in a row (s' becomes the next s). ``state`` must come back unchanged: a blog memory has already stored it
+    as a transition's s. Once right, it prints the bytes of pixels one transition ``[s, a, r, s', done]`` holds with
+    that s', and a million of them: the top rung of the course's memory ladder. The course's or a library's
+    function is refused (``_require_own_function``); any other failure raises ``AssertionError`` with a hint.
+    """
+    if next_stack is None:
+        return _not_answered_yet("write `next_stack(state, screen)` and pass the function")
+    _require_own_function(next_stack, "next_stack(state, screen)")
+    for shape, seed in ((RAW_SCREEN, 0), (GRAY_FRAME, 1)):
+        frames = _screens(shape, STACK + 2, seed)
+        state = frames[:STACK].copy()
+        for step in range(2):  # s' of the first call is the s of the second
+            window = frames[step:step + STACK + 1]
+            screen = window[-1].copy()
+            given = state.copy()
+            call = f"next_stack(state, screen) on {STACK} screens of {shape}"
+            got = _call_learner(next_stack, (state, screen), call)
+            if got is None:
+                return _not_answered_yet("next_stack still returns None; return the next state")
+            assert isinstance(got, np.ndarray), (
+                f"{call} returned a {type(got).__name__}: return one NumPy array, a stack of {STACK} screens like "
+                "the state (section 4)")
+            assert np.array_equal(state, given), (
+                f"{call} changed the state it was given: that array is already stored as a transition's s, so s' "
+                "must be a new array and s stay as it was (the exercise's first paragraph)")
+            assert got.shape == state.shape, (
+                f"{call} returned shape {got.shape}, expected {state.shape}: s' is a stack of the {STACK} most recent "
+                f"screens, as s is (section 4)")
+            assert got.dtype == np.uint8, (
+                f"{call} returned {got.dtype} values: a screen is uint8, one byte a value (section 3), and s' keeps "
+                "the screens as they are; a larger dtype multiplies the bytes of every transition")
+            assert np.array_equal(got, window[1:]), f"{call}: {_next_stack_mistake(got, window)}."
+            assert not np.shares_memory(got, state) and not np.shares_memory(got, screen), (
+                f"{call} returned an array that shares memory with the state or the screen it was given: the blog's "
+                "s and s' are separate copies, so that changing one cannot change the other")
+            root = got
+            while isinstance(root.base, np.ndarray):
+                root = root.base
+            assert root.nbytes == got.nbytes, (
+                f"{call} returned a view (an array that shows part of another array's memory) of a "
+                f"{root.nbytes:,}-byte array: the view keeps all of it in RAM, more than the {got.nbytes:,} bytes of "
+                "s': return an array of its own")
+            state = got
+    state = _screens(RAW_SCREEN, STACK + 1, 2)
+    s, s2 = state[:STACK].copy(), next_stack(state[:STACK].copy(), state[STACK].copy())
+    pixels = s.nbytes + s2.nbytes
+    return _passed(f"next_stack builds s' right, on raw screens and on gray frames, and leaves s alone. One "
+                   f"transition [s, a, r, s', done] of raw screens with your s' holds s.nbytes + s'.nbytes = "
+                   f"{pixels:,} bytes of pixels; a million of them, {pixels * 1_000_000 / 1e9:,.1f} GB: the top rung "
+                   "of the course's memory ladder")
 
 
 def _call_answer(fn, args: tuple, name: str):
@@ -130,6 +208,86 @@ def check_killed_at_step(killed_at_step) -> bool | None:
                    "for a memory that does not grow")
 
 
+PRETOUCH_PAGES = 2_048  # pages of each fresh buffer the check hands to pretouch
+PRETOUCH_SLACK = 32  # pages of RSS a reading may miss: the interpreter's own frees and allocations around the call
+
+
+def _fresh_buffer(nbytes: int, dtype: str, shape: tuple) -> np.ndarray:
+    """An array of ``nbytes`` over a fresh anonymous mapping of whole pages, private to this process, none of them
+    written yet: the OS backs a page with RAM (RSS) when it is first written. Where the OS takes the advice, the
+    mapping asks for no huge pages, so that one write makes one page resident, not a 2 MB block of them."""
+    size = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
+    mapping = mmap.mmap(-1, size) if sys.platform == "win32" else mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        mapping.madvise(mmap.MADV_NOHUGEPAGE)
+    return np.frombuffer(mapping, dtype, count=nbytes // np.dtype(dtype).itemsize).reshape(shape)
+
+
+def _pretouch_growth(pretouch, nbytes: int, dtype: str, shape: tuple) -> int:
+    """RSS growth of this process over one ``pretouch(buf)`` call on a fresh buffer (``_fresh_buffer``). Raises
+    ``AssertionError`` if the call raises."""
+    buf = _fresh_buffer(nbytes, dtype, shape)
+    gc.collect()
+    before = rss_bytes()
+    _call_learner(pretouch, (buf,), f"pretouch(buf) on a fresh {dtype} buffer of shape {shape}")
+    return rss_bytes() - before
+
+
+def check_pretouch(pretouch) -> bool | None:
+    """Notebook 01b: ``pretouch(buf)`` writes every page of a fresh NumPy array once, so that RSS grows by its
+    ``nbytes``, and leaves every value as it was.
+
+    Measured, not read off the code: each fresh buffer (``_fresh_buffer``: a 1-D ``uint8`` one a few bytes short of
+    ``PRETOUCH_PAGES`` pages, then ``float32`` 84x84 frames filling about as many) is made untouched, RSS is read
+    before and after one call, and the growth must reach the pages the buffer spans, less ``PRETOUCH_SLACK`` pages
+    (the page size is the OS's, ``mmap.PAGESIZE``; no timing is involved). Then a buffer that holds data, ``uint8``
+    and ``float32``, must hold the same values after the call. The course's or a library's function is refused
+    (``_require_own_function``); a wrong one raises ``AssertionError`` with a hint, which names the likely mistake:
+    no page written, a page counted in values instead of bytes (a quarter of a ``float32`` buffer), part of them.
+    """
+    if pretouch is None:
+        return _not_answered_yet("write `pretouch(buf)` and pass the function")
+    _require_own_function(pretouch, "pretouch(buf)")
+    page = mmap.PAGESIZE
+    frame = GRAY_FRAME[0] * GRAY_FRAME[1] * 4  # one float32 84x84 frame, in bytes
+    frames = -(-PRETOUCH_PAGES * page // frame)
+    cases = (("uint8", PRETOUCH_PAGES * page - 100, (PRETOUCH_PAGES * page - 100,)),
+             ("float32", frames * frame, (frames, *GRAY_FRAME)))
+    for dtype, nbytes, shape in cases:
+        growth = _pretouch_growth(pretouch, nbytes, dtype, shape)
+        spanned = -(-nbytes // page)
+        if growth >= (spanned - PRETOUCH_SLACK) * page:
+            continue
+        share = max(growth, 0) / (spanned * page)
+        if share < 0.05:
+            hint = ("(almost) no page became resident: a page costs RSS when it is first written, whatever is "
+                    "written; reading it is not enough, and NumPy skips assigning an array to itself (the same "
+                    "memory), so that writes nothing either (section 3)")
+        elif dtype == "float32" and abs(share - 1 / np.dtype(dtype).itemsize) < 0.05:
+            hint = (f"about a quarter of the pages were written: a page is {page:,} bytes, and a float32 value "
+                    f"takes 4 of them, so a step of {page:,} values jumps over 4 pages (section 3: pages are counted "
+                    "in bytes)")
+        else:
+            hint = ("only part of the pages were written: every page of the buffer needs one write, whatever the "
+                    "array's shape and dtype, since a page is a stretch of bytes in memory (section 3)")
+        raise AssertionError(f"pretouch(buf) on a fresh {dtype} buffer of shape {shape} ({nbytes:,} bytes, "
+                             f"{spanned:,} pages of {page:,} bytes): RSS grew by {max(growth, 0) / page:,.0f} pages, "
+                             f"{share:.0%} of them: {hint}.")
+    rng = np.random.default_rng(0)
+    for data in (rng.integers(1, 256, size=3 * page + 7, dtype=np.uint8),
+                 rng.normal(size=(3, *GRAY_FRAME)).astype(np.float32)):
+        kept = data.copy()
+        _call_learner(pretouch, (data,), f"pretouch(buf) on a {data.dtype} buffer that holds data")
+        changed = np.flatnonzero(data.reshape(-1) != kept.reshape(-1))
+        assert not changed.size, (
+            f"pretouch(buf) changed {changed.size:,} of the {data.size:,} values of a {data.dtype} buffer that held "
+            f"data (the first at flat index {changed[0]:,}): a buffer may already hold frames, and pretouching must "
+            "keep them; to the OS a write is a write, whatever value it stores (section 3)")
+    return _passed(f"pretouch works: on fresh uint8 and float32 buffers of about {PRETOUCH_PAGES:,} pages each "
+                   f"({page:,} bytes a page here), RSS grew by every page they span, and buffers that held data kept "
+                   "their values")
+
+
 _LEARNING = "section 1, *Learning*"
 
 
@@ -167,8 +325,8 @@ QUESTIONS.update({
                      {"a": "a cut by the clock is a truncation: the state still had a future, only the clock stopped "
                            "the game (section 6, *DQN in one page*, the time-limit case)",
                       "c": "Pong has no lives: after a lost point play goes on with the next serve, and only the end "
-                           "of a game or a lost life counts as done (section 6, *DQN in one page*, the two Breakout "
-                           "cases)"}),
+                           "of a game, or a lost life in this course's setting, counts as done (section 6, *DQN in "
+                           "one page*, the two Breakout cases)"}),
     "01.killed_scaling": ("b", "the baseline is in RAM on either machine, paid once: all the added RAM goes to "
                                "transitions, so the process lives twice your steps plus the baseline's worth of "
                                "steps (the baseline over the bytes per step)",

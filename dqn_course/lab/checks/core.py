@@ -151,6 +151,42 @@ def check_question(key: str, answer: Any) -> bool | None:
     return _passed(f"{letter}: {why}")
 
 
+def _library_roots() -> list:
+    """The folders a function written by the learner does not come from: the course's package, the standard
+    library and every folder installed packages live in (numpy, torch, ... whatever a page imports)."""
+    import site
+    import sysconfig
+    from pathlib import Path
+
+    folders = [sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")]
+    folders += [*getattr(site, "getsitepackages", list)(), site.getusersitepackages()]
+    return [Path(__file__).resolve().parents[2]] + [Path(f).resolve() for f in folders]
+
+
+def _require_own_function(fn, call: str) -> None:
+    """Raise ``AssertionError`` unless ``fn`` is a function the learner wrote: a ``def`` or a lambda (decorated or
+    not) whose code lies outside the course's package, the standard library and the installed packages.
+
+    An exercise checks the learner's code: the course's own helper, or a library function the page imports (a NumPy
+    method, say), could pass a behaviour check with none of the idea written. ``call`` is how the exercise calls
+    the function (``"pretouch(buf)"``), for the message.
+    """
+    import inspect
+    from pathlib import Path
+
+    name = call.split("(")[0]
+    assert callable(fn), f"pass the function itself, e.g. check_{name}({name}), got {fn!r}"
+    own = inspect.unwrap(fn)
+    assert inspect.isfunction(own), (
+        f"{fn!r} is not a function of yours: write {call} yourself, as a def in the notebook (the check runs "
+        "your code, not a library's)")
+    where = Path(own.__code__.co_filename).resolve()
+    library = next((root for root in _library_roots() if where.is_relative_to(root)), None)
+    assert library is None, (
+        f"{own.__module__}.{own.__qualname__} is the course's or a library's function, not yours: write {call} "
+        "yourself, as a def in the notebook (the check runs your code, not a library's)")
+
+
 def _call_learner(fn, args: tuple, call: str, hints: dict[str, str] | None = None):
     """Call a learner's function; an exception becomes an ``AssertionError`` naming the call, the exception, the
     line of the learner's code it came from and, when its message contains a key of ``hints``, that key's hint."""
