@@ -16,12 +16,20 @@ For each run the table says where the loop's wall time went after learning start
 phase: ``act`` = ε-greedy forward + actions back, ``learn`` = drawing slots + launching updates,
 ``envs`` = waiting for the envs beyond what overlapped, ``store`` = replay writes and logs). Each run
 goes in a fresh subprocess so runs do not share allocator or thread state.
+
+ε is held constant over the run (``--epsilon``; by default the breakout preset's ε where its 10M-step schedule
+stands at the end of the warm-up: almost every action random, as early in a real run). With ``--cleanrl PATH``
+CleanRL's ``dqn_atari.py`` (a copy kept outside this repository, adapted as benchmarks/README.md says) runs with
+the same settings before each plain run and once after the last, in this one run: the peer's rate beside ours.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
+import statistics
+import subprocess
+import sys
 
 import torch
 
@@ -29,7 +37,7 @@ from dqn_course import quick_mode
 from dqn_course.cleanup import OwnedTempDir, exit_on_signals
 from dqn_course.lab.bench import save_results
 from dqn_course.profiling import measure_in_subprocess
-from dqn_course.train import PRESETS, train
+from dqn_course.train import PRESETS, epsilon_at, train
 
 PHASES = ("act", "learn", "envs", "store", "other")
 
@@ -43,6 +51,22 @@ def run_once(overrides: dict) -> dict:
 
 def device_name(device: str) -> str:
     return torch.cuda.get_device_name() if device == "cuda" else "cpu"
+
+
+def cleanrl_once(path: str, device: str, warmup: int, window: int, buffer: int, epsilon: float) -> dict:
+    """CleanRL's ``dqn_atari.py`` at ``path`` with the breakout learning problem of our runs: its own loop, replay
+    and network, ``window`` agent steps timed after ``warmup``. The adapted copy takes its ``Args`` overrides as
+    one JSON argument and prints one JSON line with ``steps_per_s`` (benchmarks/README.md)."""
+    settings = {"learning_starts": warmup, "window": window, "buffer_size": buffer, "start_e": epsilon,
+                "end_e": epsilon, "cuda": device == "cuda", "batch_size": 32, "train_frequency": 4}
+    with OwnedTempDir("dqn-cleanrl-") as work:
+        proc = subprocess.run([sys.executable, path, json.dumps(settings)], cwd=work, capture_output=True,
+                              text=True, timeout=1800)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode or not lines:
+        raise RuntimeError(f"CleanRL's run at {path} failed (exit status {proc.returncode}): "
+                           f"{proc.stderr.strip().splitlines()[-1:] or 'no output'}")
+    return json.loads(lines[-1])
 
 
 def profile(path: str, overrides: dict, device: str) -> None:
@@ -60,14 +84,31 @@ def profile(path: str, overrides: dict, device: str) -> None:
     print(f"profile written to {path}")
 
 
+def row_of(name: str, extra: dict, r: dict, device: str, window: int) -> dict:
+    """One table row of a run of ours: its rate after learning starts and where its wall time went."""
+    phases = r["phase_seconds"]
+    total = sum(phases.values()) or 1.0
+    return {"path": name, "device": device, "gpu": device_name(device), "num_envs": extra["num_envs"],
+            "env_backend": extra["env_backend"], "replay": r["replay_device"], "steps_per_s": r["learning_steps_per_s"],
+            "updates": r["updates"], "window_steps": window, "replay_mib": r["replay_bytes"] / 2**20,
+            "rss_mib": r["rss_bytes"] / 2**20, "phase_share": {p: phases.get(p, 0.0) / total for p in PHASES}}
+
+
 @exit_on_signals()  # SIGTERM and SIGHUP unwind like Ctrl-C, so the clean-ups run
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--num-envs", default="8", help="envs of the fast path; a comma list runs each (8,16,32)")
+    parser.add_argument("--num-envs", default="8", help="envs of the fast path; a comma list runs each "
+                                                        "(16,32,64,128); 0: no fast run")
     parser.add_argument("--warmup", type=int, default=None, help="agent steps before learning starts")
     parser.add_argument("--window", type=int, default=None, help="agent steps timed after learning starts")
     parser.add_argument("--buffer-size", type=int, default=None)
+    parser.add_argument("--epsilon", type=float, default=None, help="ε of every run, held constant (default: the "
+                                                                    "breakout schedule's at the warm-up's end)")
+    parser.add_argument("--rounds", type=int, default=1, help="plain runs (each after a CleanRL run, with "
+                                                              "--cleanrl); the table keeps every one")
+    parser.add_argument("--cleanrl", default="", help="CleanRL's dqn_atari.py, adapted (benchmarks/README.md), "
+                                                      "outside this repository: run beside ours")
     parser.add_argument("--compile", action="store_true", help="also each fast run with --compile-update true")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--save", default="", help="also write the rows, settings and machine to this JSON file")
@@ -79,49 +120,71 @@ def main() -> None:
     warmup = args.warmup or (500 if small else 5_000)
     window = args.window or ((400 if small else 4_000) if args.device == "cpu" else 50_000)
     buffer = args.buffer_size or (10_000 if small else 100_000 if args.device == "cpu" else 1_000_000)
+    eps = epsilon_at(warmup, PRESETS["breakout"]) if args.epsilon is None else args.epsilon
     common = dict(device=args.device, learning_starts=warmup, total_steps=warmup + window, buffer_size=buffer,
-                  eval_every=10**9, checkpoint_every=10**9, prefault=False)
-    runs = {"plain": dict(num_envs=1, env_backend="gymnasium", replay_on_device=False)}
-    for n in (int(x) for x in args.num_envs.split(",")):
-        runs[f"fast-{n}" if "," in args.num_envs else "fast"] = dict(num_envs=n, env_backend="ale",
+                  eps_start=eps, eps_end=eps, eval_every=10**9, checkpoint_every=10**9, prefault=False)
+    plain = dict(num_envs=1, env_backend="gymnasium", replay_on_device=False)
+    fast = {}
+    for n in (int(x) for x in args.num_envs.split(",") if int(x)):
+        fast[f"fast-{n}" if "," in args.num_envs else "fast"] = dict(num_envs=n, env_backend="ale",
                                                                      replay_on_device=True)
         if args.compile:
-            runs[f"fast-{n}-compiled" if "," in args.num_envs else "fast-compiled"] = dict(
+            fast[f"fast-{n}-compiled" if "," in args.num_envs else "fast-compiled"] = dict(
                 num_envs=n, env_backend="ale", replay_on_device=True, compile_update=True)
     if args.profile:
-        profile(args.profile, {**common, **list(runs.values())[1]}, args.device)
+        profile(args.profile, {**common, **next(iter(fast.values()), plain)}, args.device)
         return
+
+    def peer() -> dict:
+        r = cleanrl_once(args.cleanrl, args.device, warmup, window, buffer, eps)
+        return {"path": "cleanrl", "device": args.device, "gpu": device_name(args.device), "num_envs": 1,
+                "steps_per_s": r["steps_per_s"], "window_steps": window}
+
     rows = []
-    for name, extra in runs.items():
-        r = measure_in_subprocess(run_once, {**common, **extra}).result
-        phases = r["phase_seconds"]
-        total = sum(phases.values()) or 1.0
-        rows.append({"path": name, "device": args.device, "gpu": device_name(args.device),
-                     "num_envs": extra["num_envs"], "env_backend": extra["env_backend"], "replay": r["replay_device"],
-                     "steps_per_s": r["learning_steps_per_s"], "updates": r["updates"], "window_steps": window,
-                     "replay_mib": r["replay_bytes"] / 2**20, "rss_mib": r["rss_bytes"] / 2**20,
-                     "phase_share": {p: phases.get(p, 0.0) / total for p in PHASES}})
-    plain = rows[0]["steps_per_s"]
-    for row in rows[1:]:
-        row["ratio_over_plain"] = row["steps_per_s"] / plain
-    best = max(rows[1:], key=lambda row: row["steps_per_s"])
+    for _ in range(args.rounds):
+        if args.cleanrl:
+            rows.append(peer())
+        rows.append(row_of("plain", plain, measure_in_subprocess(run_once, {**common, **plain}).result,
+                           args.device, window))
+    for name, extra in fast.items():
+        rows.append(row_of(name, extra, measure_in_subprocess(run_once, {**common, **extra}).result, args.device,
+                           window))
+    if args.cleanrl:
+        rows.append(peer())
+    rates = {path: [row["steps_per_s"] for row in rows if row["path"] == path] for path in ("plain", "cleanrl")}
+    plain_rate = statistics.median(rates["plain"])
+    ratios = {}
+    for row in rows:
+        if row["path"].startswith("fast"):
+            row["ratio_over_plain"] = ratios[row["path"]] = row["steps_per_s"] / plain_rate
+    if args.cleanrl:
+        ratios["plain_over_cleanrl"] = plain_rate / statistics.median(rates["cleanrl"])
+    best = max((row for row in rows if row["path"].startswith("fast")), key=lambda row: row["steps_per_s"],
+               default=None)
+    if best:
+        ratios["ratio_fast_over_plain"] = best["ratio_over_plain"]
     if args.save:
         save_results(args.save, rows, device=args.device, gpu=device_name(args.device), warmup=warmup,
-                     window=window, buffer_size=buffer, ratio_fast_over_plain=best["ratio_over_plain"])
+                     window=window, buffer_size=buffer, epsilon=eps, rounds=args.rounds,
+                     cleanrl=bool(args.cleanrl), **ratios)
     if args.json:
         for row in rows:
             print(json.dumps(row))
-        print(json.dumps({"ratio_fast_over_plain": best["ratio_over_plain"], "device": args.device}))
+        print(json.dumps({**ratios, "device": args.device}))
         return
-    print(f"agent steps/s over {window:,} steps after learning starts (buffer {buffer:,}), "
+    print(f"agent steps/s over {window:,} steps after learning starts (buffer {buffer:,}, ε {eps:.3f}), "
           f"device {device_name(args.device)}, {torch.get_num_threads()} torch threads")
     print(f"{'path':<8} {'envs':>4} {'replay':<7} {'steps/s':>9} {'x plain':>7} {'RSS MB':>8}  "
           + " ".join(f"{p:>6}" for p in PHASES))
     for row in rows:
-        shares = " ".join(f"{row['phase_share'][p]:>6.0%}" for p in PHASES)
-        print(f"{row['path']:<8} {row['num_envs']:>4} {row['replay']:<7} {row['steps_per_s']:>9,.0f} "
-              f"{row.get('ratio_over_plain', 1.0):>7.2f} {row['rss_mib'] * 2**20 / 1e6:>8,.0f}  {shares}")
-    print(f"fast / plain = {best['ratio_over_plain']:.2f}x (best: {best['path']})")
+        shares = " ".join(f"{row['phase_share'][p]:>6.0%}" for p in PHASES) if "phase_share" in row else ""
+        rss = f"{row['rss_mib'] * 2**20 / 1e6:>8,.0f}" if "rss_mib" in row else f"{'':>8}"
+        print(f"{row['path']:<8} {row['num_envs']:>4} {row.get('replay', ''):<7} {row['steps_per_s']:>9,.0f} "
+              f"{row['steps_per_s'] / plain_rate:>7.2f} {rss}  {shares}")
+    if best:
+        print(f"fast / plain = {best['ratio_over_plain']:.2f}x (best: {best['path']})")
+    if args.cleanrl:
+        print(f"plain / CleanRL = {ratios['plain_over_cleanrl']:.2f}x (medians)")
 
 
 if __name__ == "__main__":

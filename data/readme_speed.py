@@ -47,12 +47,18 @@ def throughput_body(root: Path = ROOT) -> str:
     lines = []
     for path, doc in saved:
         s = doc["settings"]
+        eps = f", ε {s['epsilon']:.3f}" if "epsilon" in s else ""
         lines += [f"`{path.relative_to(root)}`: `python {doc['command']}` ({_machine(doc['environment'])}; "
-                  f"{s['window']:,} agent steps timed after learning starts, buffer {s['buffer_size']:,}, "
+                  f"{s['window']:,} agent steps timed after learning starts, buffer {s['buffer_size']:,}{eps}, "
                   f"device {s.get('gpu') or s['device']}):", "",
                   "| path | envs | replay | agent steps/s | × plain | RSS MB |", "|---|---:|---|---:|---:|---:|"]
-        lines += [f"| {r['path']} | {r['num_envs']} | {r['replay']} | {r['steps_per_s']:,.0f} | "
-                  f"{r.get('ratio_over_plain', 1.0):.2f}× | {r['rss_mib'] * 2**20 / 1e6:,.0f} |" for r in doc["rows"]]
+        plain = statistics.median(r["steps_per_s"] for r in doc["rows"] if r["path"] == "plain")
+        lines += [f"| {r['path']} | {r['num_envs']} | {r.get('replay', 'its own')} | {r['steps_per_s']:,.0f} | "
+                  f"{r['steps_per_s'] / plain:.2f}× | "
+                  f"{format(r['rss_mib'] * 2**20 / 1e6, ',.0f') if 'rss_mib' in r else ''} |" for r in doc["rows"]]
+        if "plain_over_cleanrl" in s:
+            lines += ["", f"The plain loop ran at {s['plain_over_cleanrl']:.2f}× CleanRL's `dqn_atari.py` (medians of "
+                          f"the rows above; CleanRL before each plain run and once after the last)."]
         lines.append("")
     if not saved:
         doc = _bench(root, "refactor-before-after.json")

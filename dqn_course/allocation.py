@@ -59,7 +59,7 @@ def network_parameters(in_channels: Count = 4) -> int:
         return sum(p.numel() for p in NatureCNN(N_ACTIONS, in_channels).parameters())
 
 
-def plan_allocation(cfg: Config, device: torch.device | None = None) -> AllocationPlan:
+def plan_allocation(cfg: Config, device: torch.device) -> AllocationPlan:
     """What the run ``cfg`` describes would preallocate, where, by arithmetic: nothing is built or measured.
 
     Host RAM: the replay's frames (``replay.stores.planned_host_bytes``: a numpy array, a compressed store's list
@@ -69,10 +69,10 @@ def plan_allocation(cfg: Config, device: torch.device | None = None) -> Allocati
     (``replay_storage="disk"``) and the checkpoints, ``keep_checkpoints`` state files (plus the one being written;
     0 = one per ``checkpoint_every``) each the size of the replay's frames, bookkeeping and the networks (a
     compressed store's are smaller: its frames are written compressed). Not counted: the process itself (Python,
-    torch, the envs), CUDA's context and the learner's work buffers. ``device``: the training device
-    (default: the one ``cfg.device`` picks here).
+    torch, the envs), CUDA's context and the learner's work buffers. ``device``: the training device, picked once
+    by the caller (``check_run``, ``dry_run``).
     """
-    device = pick_device(cfg.device or None) if device is None else torch.device(device)
+    device = torch.device(device)
     frames = cfg.buffer_size // cfg.num_envs * cfg.num_envs
     frame_bytes = int(np.prod(FRAME_SHAPE))
     params = network_parameters()

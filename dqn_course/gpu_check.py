@@ -4,7 +4,7 @@
     python -m dqn_course.gpu_check OUT --budget 300
     python -m dqn_course.gpu_check OUT --device cpu # a rehearsal of every stage on the CPU, small sizes
 
-Stages, in order, each in its own process with its own time limit, all within ``--budget`` seconds (480 by default,
+Stages, in this order, each in its own process with its own time limit, all within ``--budget`` seconds (480 by default,
 8 minutes); a stage that fails is reported and the next one runs:
 
 1. ``cuda``: torch sees a CUDA GPU and runs a matmul on it (refused up front, exit status 2, saying what is missing:
@@ -16,9 +16,11 @@ Stages, in order, each in its own process with its own time limit, all within ``
 5. ``plan``: the host's µs per update to plan updates (``benchmarks/plan.py``; budget 150 µs);
 6. ``capture``: the update launched several ways (``benchmarks/update_capture.py``: eager, own graph, tensordict's
    ``CudaGraphModule``, each graph with and without ``torch.compile``), updates/s in one run;
-7. ``throughput``: agent steps/s of the plain loop and the fast path (its update compiled too) after learning
-   starts, in one run (``benchmarks/throughput.py --compile``), and the best fast path's ratio to the plain loop;
-8. ``burst``: ``breakout-fast`` trains for the time left (then evaluates, saves and stops).
+7. ``throughput``: agent steps/s after learning starts, in one run (``benchmarks/throughput.py``): the plain loop,
+   the fast path at each of ``SWEEP_ENVS`` envs, and CleanRL's ``dqn_atari.py`` beside them where a copy is at
+   ``CLEANRL`` (adapted as benchmarks/README.md says; its code is not part of the course); the fastest envs count;
+8. ``profile``: that fastest fast path once under ``torch.profiler``, its top operators kept in ``summary.json``;
+9. ``burst``: ``breakout-fast`` at the fastest envs count trains for the time left (then evaluates, saves, stops).
 
 ``OUT`` (the argument, else $OUT, else ``gpu-check``) receives at most ``MAX_FILES`` files of at most
 ``MAX_FILE_BYTES`` each (what a GPU window can bring back): ``summary.json`` (every stage's result), ``verdict.txt``
@@ -54,7 +56,9 @@ GOAL_STEPS_PER_S = 6_700  # 10M agent steps in 25 minutes on one H100
 GOAL_RATIO = 10.0  # fast path over the plain loop, same run
 PLAN_BUDGET_US = 150.0
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: benchmarks/ and tests/ live there
-STAGES = ("cuda", "tests", "quick", "self-check", "plan", "capture", "throughput", "burst")
+STAGES = ("cuda", "tests", "quick", "self-check", "plan", "capture", "throughput", "profile", "burst")
+SWEEP_ENVS = (16, 32, 64, 128)  # the fast path's envs counts the throughput stage tries, in this order
+CLEANRL = ROOT / ".whl" / "cleanrl" / "dqn_atari.py"  # where a GPU window's checkout carries CleanRL (git-ignored)
 
 
 class GpuCheckError(Exception):
@@ -249,16 +253,23 @@ class Check:
         self.run("plan", [py, "benchmarks/plan.py", "--device", self.device, "--ks", "2,8", "--seconds", "0.5",
                           "--capacity", "20000"], 60, parse=json_rows)
         self.run("capture", [py, "benchmarks/update_capture.py", "--device", self.device, "--capacity", "20000",
-                             "--updates", "20" if small else "1000"], 120, parse=json_rows)
+                             "--updates", "20" if small else "300"], 60, parse=json_rows)
         window = ["--warmup", "300", "--window", "300", "--buffer-size", "5000"] if small else \
-            ["--warmup", "2000", "--window", "6000"]
-        self.run("throughput", [py, "benchmarks/throughput.py", "--device", self.device, *window, "--compile",
-                                "--save", str(self.out / "throughput.json"), "--json"], 240, parse=throughput_result)
-        self.burst()
+            ["--warmup", "2000", "--window", "12000"]
+        sweep = "2,4" if small else ",".join(map(str, SWEEP_ENVS))
+        peer = ["--cleanrl", str(CLEANRL)] if CLEANRL.is_file() else []
+        speed = self.run("throughput", [py, "benchmarks/throughput.py", "--device", self.device, *window,
+                                        "--num-envs", sweep, *peer, "--save", str(self.out / "throughput.json"),
+                                        "--json"], 300, parse=throughput_result)
+        envs = speed.get("fast_num_envs", 2 if small else 8)
+        table = self.work / "profile.txt"
+        self.run("profile", [py, "benchmarks/throughput.py", "--device", self.device, *window, "--num-envs",
+                             str(envs), "--profile", str(table)], 90, parse=lambda _: profile_result(table))
+        self.burst(envs)
 
-    def burst(self) -> None:
-        """``breakout-fast`` for the time left: ``--time-limit`` leaves a minute to evaluate and save; a hard stop
-        (SIGTERM: the run saves, then exits) 15 s before the deadline."""
+    def burst(self, num_envs: Count) -> None:
+        """``breakout-fast`` on ``num_envs`` envs for the time left: ``--time-limit`` leaves a minute to evaluate
+        and save; a hard stop (SIGTERM: the run saves, then exits) 15 s before the deadline."""
         run = self.work / "run"
         hard = self.left() - 20
         minutes = round((hard - 75) / 60, 2)
@@ -268,7 +279,7 @@ class Check:
         extra = ["--buffer-size", "20000", "--learning-starts", "2000", "--eval-episodes", "2"] if self.rehearsal \
             else []
         command = [sys.executable, "-m", "dqn_course.train", "--preset", "breakout-fast", "--device", self.device,
-                   "--out-dir", str(run), "--progress", "false", "--checkpoint-every", str(10**9), "--time-limit",
+                   "--num-envs", str(num_envs), "--out-dir", str(run), "--progress", "false", "--checkpoint-every", str(10**9), "--time-limit",
                    str(minutes), *extra]
         result = self.run("burst", command, hard, parse=lambda stdout: burst_result(stdout, run))
         for name in ("log.csv", "eval.csv", "checkpoint.pt"):
@@ -311,7 +322,11 @@ class Check:
             rate, ratio = t["fast_steps_per_s"], t["ratio_fast_over_plain"]
             parts.append(f"fast {rate:,.0f} agent steps/s = {ratio:.1f}x plain "
                          f"(goal {GOAL_STEPS_PER_S:,} steps/s: {'met' if rate >= GOAL_STEPS_PER_S else 'not met'}; "
-                         f"goal {GOAL_RATIO:.0f}x: {'met' if ratio >= GOAL_RATIO else 'not met'})")
+                         f"goal {GOAL_RATIO:.0f}x: {'met' if ratio >= GOAL_RATIO else 'not met'}) "
+                         f"at {t.get('fast_num_envs', '?')} envs")
+        if "plain_over_cleanrl" in t:
+            parts.append(f"plain {t['plain_steps_per_s']:,.0f} agent steps/s = {t['plain_over_cleanrl']:.2f}x "
+                         f"CleanRL's dqn_atari.py (goal 1x: {'met' if t['plain_over_cleanrl'] >= 1 else 'not met'})")
         plan = [row for row in r.get("plan", {}).get("rows", []) if row.get("variant") == "vectorised"]
         if plan:
             parts.append("plan " + ", ".join(f"{row['plan_us_per_update']:.0f} µs/update at k={row['k']}"
@@ -358,10 +373,21 @@ def throughput_result(stdout: str) -> dict:
     rows = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     paths = {row["path"]: row for row in rows if "path" in row}
     fast = max((row for name, row in paths.items() if name.startswith("fast")), key=lambda row: row["steps_per_s"])
+    ratios = next((row for row in rows if "path" not in row), {})
     return {"steps_per_s": {name: row["steps_per_s"] for name, row in paths.items()}, "fast_path": fast["path"],
-            "plain_steps_per_s": paths["plain"]["steps_per_s"], "fast_steps_per_s": fast["steps_per_s"],
+            "fast_num_envs": fast["num_envs"], "plain_steps_per_s": paths["plain"]["steps_per_s"],
+            "fast_steps_per_s": fast["steps_per_s"],
             "ratio_fast_over_plain": fast["steps_per_s"] / paths["plain"]["steps_per_s"],
-            "fast_phase_share": fast.get("phase_share")}
+            "fast_phase_share": fast.get("phase_share"),
+            **({"plain_over_cleanrl": ratios["plain_over_cleanrl"],
+                "cleanrl_steps_per_s": [row["steps_per_s"] for row in rows if row.get("path") == "cleanrl"]}
+               if "plain_over_cleanrl" in ratios else {}),
+            "phase_share": {name: row.get("phase_share") for name, row in paths.items() if "phase_share" in row}}
+
+
+def profile_result(table: Path) -> dict:
+    """The profile stage's result: the rate under the profiler and the table of top operators (its lines)."""
+    return {"table": table.read_text().splitlines()}
 
 
 def burst_result(stdout: str, run: Path) -> dict:

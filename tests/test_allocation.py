@@ -13,6 +13,7 @@ from dqn_course import profiling
 from dqn_course import train as train_module
 from dqn_course.agent import DQNAgent
 from dqn_course.checkpoint import training_state, write_checkpoint
+from dqn_course.device import pick_device
 from dqn_course.lab import playback
 from dqn_course.profiling import GB, InsufficientMemoryError, format_bytes, measure_in_subprocess
 from dqn_course.replay import MultiStreamMemory
@@ -126,7 +127,7 @@ def test_dry_run_prints_the_plan_and_builds_nothing(preset, tmp_path, capsys, mo
     out = tmp_path / "run"
     main(["--preset", preset, "--out-dir", str(out), "--dry-run"])
     printed = capsys.readouterr().out
-    plan = plan_allocation(dataclasses.replace(PRESETS[preset], out_dir=str(out)))
+    plan = plan_allocation(dataclasses.replace(PRESETS[preset], out_dir=str(out)), pick_device())  # as the run picks
     assert printed.startswith(f"dry run: --preset {preset} on {plan.device}")
     for where in ("host", "device_memory", "disk"):
         for what, n in getattr(plan, where).items():

@@ -150,8 +150,8 @@ def test_device_bank_returns_the_host_memorys_transitions_for_the_same_ids(paddi
     host = MultiStreamMemory(3 * 120, num_envs, seed=5, padding=padding)
     dev = MultiStreamMemory(3 * 120, num_envs, seed=5, padding=padding, device="cpu")
     copies = []
-    original = dev.bank.tensor.index_copy_
-    dev.bank.tensor.index_copy_ = lambda dim, index, src: copies.append(len(index)) or original(dim, index, src)
+    original = dev.bank._write
+    dev.bank._write = lambda slots, frames: copies.append(len(slots)) or original(slots, frames)
     for s, a, r, s2, d, e, real in transitions:
         before = len(copies)
         host.add_batch(s, a, r, s2, d, e, mask=real)
@@ -169,3 +169,47 @@ def test_device_bank_returns_the_host_memorys_transitions_for_the_same_ids(paddi
         np.testing.assert_array_equal(b_host.next_states, b_dev.next_states.numpy())
         for field in ("actions", "rewards", "dones"):
             np.testing.assert_array_equal(getattr(b_host, field), getattr(b_dev, field))
+
+
+PEER = '''
+import json, sys
+settings = json.loads(sys.argv[1])
+with open(sys.argv[0] + ".seen", "a") as f:
+    f.write(json.dumps(settings) + "\\n")
+if settings.get("fail"):
+    sys.exit("no ROM")
+print("A.L.E: a line that is not JSON")
+print(json.dumps({"steps_per_s": 50.0, "window": settings["window"]}))
+'''
+
+
+@pytest.mark.slow
+def test_the_throughput_benchmark_runs_a_peer_beside_the_plain_loop_with_the_same_settings(tmp_path):
+    """``--cleanrl``: the peer (a stand-in here) runs before each plain run and once after, with the plain loop's
+    warm-up, window, buffer, batch, update rate and ε; the ratio is of the medians."""
+    peer = tmp_path / "dqn_atari.py"
+    peer.write_text(PEER)
+    out = subprocess.run([sys.executable, "benchmarks/throughput.py", "--device", "cpu", "--num-envs", "0",
+                          "--warmup", "300", "--window", "100", "--buffer-size", "2000", "--epsilon", "0.5",
+                          "--cleanrl", str(peer), "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert [r["path"] for r in rows if "path" in r] == ["cleanrl", "plain", "cleanrl"]
+    plain = rows[1]["steps_per_s"]
+    assert rows[-1]["plain_over_cleanrl"] == pytest.approx(plain / 50.0)
+    seen = [json.loads(line) for line in (tmp_path / "dqn_atari.py.seen").read_text().splitlines()]
+    assert len(seen) == 2 and seen[0] == seen[1]
+    assert seen[0] == {"learning_starts": 300, "window": 100, "buffer_size": 2000, "start_e": 0.5, "end_e": 0.5,
+                       "cuda": False, "batch_size": 32, "train_frequency": 4}
+
+
+def test_a_peer_that_fails_is_reported_with_its_last_words(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import throughput
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    peer = tmp_path / "dqn_atari.py"
+    peer.write_text(PEER.replace('settings.get("fail")', "True"))
+    with pytest.raises(RuntimeError, match="failed \\(exit status 1\\).*no ROM"):
+        throughput.cleanrl_once(str(peer), "cpu", 300, 100, 2000, 0.5)

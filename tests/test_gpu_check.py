@@ -140,3 +140,24 @@ def test_the_cuda_and_self_check_stages_run_on_the_cpu_too():
     result = gpu_check.stage_self_check("cpu")["cpu"]
     assert result["updates_ran"] == "eager" and result["fallback_reason"] is None
     assert set(result["diagnostics"]) == {"loss", "q_max", "grad_norm"}
+
+
+def test_the_throughput_stage_reads_the_sweep_and_the_peer_and_the_verdict_quotes_them():
+    rows = [{"path": "cleanrl", "num_envs": 1, "steps_per_s": 320.0},
+            {"path": "plain", "num_envs": 1, "steps_per_s": 352.0, "phase_share": {"act": 0.2}},
+            {"path": "fast-16", "num_envs": 16, "steps_per_s": 5000.0, "phase_share": {"act": 0.3}},
+            {"path": "fast-64", "num_envs": 64, "steps_per_s": 7100.0, "phase_share": {"act": 0.4}},
+            {"path": "fast-128", "num_envs": 128, "steps_per_s": 6900.0, "phase_share": {"act": 0.5}},
+            {"path": "cleanrl", "num_envs": 1, "steps_per_s": 330.0},
+            {"plain_over_cleanrl": 352.0 / 325.0, "device": "cuda"}]
+    result = gpu_check.throughput_result("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert result["fast_path"] == "fast-64" and result["fast_num_envs"] == 64
+    assert result["cleanrl_steps_per_s"] == [320.0, 330.0]
+    assert result["plain_over_cleanrl"] == pytest.approx(352.0 / 325.0)
+    assert set(result["phase_share"]) == {"plain", "fast-16", "fast-64", "fast-128"}
+    check = Check.__new__(Check)
+    check.device, check.rehearsal = "cuda", False
+    check.results = {"cuda": {"ok": True, "gpu": "Some GPU"}, "throughput": {"ok": True, **result}}
+    verdict, _ = check.verdict()
+    assert "fast 7,100 agent steps/s" in verdict and "met) at 64 envs" in verdict
+    assert "plain 352 agent steps/s = 1.08x CleanRL's dqn_atari.py (goal 1x: met)" in verdict

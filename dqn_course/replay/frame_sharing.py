@@ -93,7 +93,7 @@ class FrameSharingMemory(PreallocatedRing):
                  ring: dict[str, np.ndarray] | None = None):
         obs_shape = check_obs_shape(obs_shape)  # before anything reads it
         check_seed(seed)
-        if device is not None:
+        if device is not None and frames is None:  # given frames live where their store was made, checked there
             from dqn_course.device import check_device  # torch: loaded only by memories that keep frames on a device
 
             check_device(device, f"device={str(device)!r}")

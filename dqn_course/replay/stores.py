@@ -198,7 +198,8 @@ class TorchFrames:
     """Frames in a torch tensor on ``device`` (a GPU): batches are gathered there, no frame crosses back.
 
     Writes are staged in host memory and copied to the device together at ``flush`` (one transfer,
-    through a pinned buffer on CUDA: ``device.Uploader``, then one ``index_copy_``); ``gather`` flushes
+    through a pinned buffer on CUDA: ``device.Uploader``, then one ``index_copy_``; on the CPU a copy into the
+    tensor's memory); ``gather`` flushes
     first, so it always sees every write. The frames written must stay unchanged until the flush: the memories flush at
     the end of each ``add`` (``deferred()`` moves that to the end of a whole vector step). A CUDA
     store checks the GPU's free memory before allocating (``InsufficientMemoryError``).
@@ -222,7 +223,9 @@ class TorchFrames:
         self.bank, self.offset = self, 0
         self._pending: dict[int, np.ndarray] = {}  # bank slot -> frame; a slot written twice keeps the last
         self._deferring = 0
-        self._upload = Uploader(self.device)
+        # Copies to a GPU go through pinned buffers; on the CPU the tensor's memory is written in place (numpy's
+        # fancy assignment: a plain copy per frame)
+        self._upload = None if self.device.type == "cpu" else Uploader(self.device)
 
     def region(self, offset: int, length: int) -> TorchFrames:
         """Slots [offset, offset+length) as a store of its own; its writes are flushed with the bank's."""
@@ -254,6 +257,13 @@ class TorchFrames:
         slots = np.fromiter(self._pending, np.int64, len(self._pending))
         frames = np.stack(list(self._pending.values()))
         self._pending.clear()
+        self._write(slots, frames)
+
+    def _write(self, slots: np.ndarray, frames: np.ndarray) -> None:
+        """Copy ``frames`` into the tensor's ``slots``: one transfer to the device."""
+        if self._upload is None:
+            self.tensor.numpy()[slots] = frames
+            return
         src, index = self._upload(frames, slots)
         self.tensor.index_copy_(0, index, src)
 
