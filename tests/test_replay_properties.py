@@ -551,3 +551,48 @@ def test_draw_windows_refuses_what_is_not_a_count_and_an_empty_memory(n):
         MultiStreamMemory(440, 2, (4, 3, 3)).draw_windows(8)
     with pytest.raises(ValueError, match="padding='repeat'"):
         MultiStreamMemory(440, 2, (4, 3, 3), padding="zero").draw_windows(8)
+
+
+def _stream_state(memory: MultiStreamMemory) -> dict:
+    """Everything a stream's later adds and samples depend on, with the bank's frames."""
+    bank = memory.bank
+    frames = bank.array if hasattr(bank, "array") else bank.tensor.numpy()
+    return {"ring": {name: arr.copy() for name, arr in memory.ring.items()}, "frames": frames.copy(),
+            "added": memory.added,
+            "streams": [(s.head, s.written, s.num_valid, s.added, s._in_episode, s._next_state,
+                         s._last_frame.tobytes()) for s in memory.streams]}
+
+
+@settings(max_examples=MAX_EXAMPLES // 2, deadline=None, derandomize=True)
+@given(multi_stream_scenarios(), st.sampled_from([None, "cpu"]), st.integers(0, 2**16))
+def test_add_batch_stores_what_adding_each_stream_alone_stores(scenario, device, mask_seed):
+    """``add_batch`` takes the transitions that continue an episode for all streams at once (``_store_steady``)
+    and the rest one stream at a time; either way the rings, the bank and every stream's counters end up as
+    ``add(stream=i)`` of each transition leaves them, step after step (episode starts, ends, skipped envs)."""
+    stack, N, capacity, _, steps, seed = scenario
+    frame_shape = (3, 3)
+    batched = MultiStreamMemory(capacity, N, (stack, *frame_shape), seed=seed, device=device)
+    alone = MultiStreamMemory(capacity, N, (stack, *frame_shape), seed=seed, device=device)
+    envs = [StackingEnv(Reference(stack, frame_shape, "repeat")) for _ in range(N)]
+    for i, env in enumerate(envs):
+        env.ref.frames_written = 10_000 * i
+    rng = np.random.default_rng(mask_seed)
+    for t in range(0, len(steps), N):
+        mask = rng.random(N) < 0.8
+        rows = []
+        for i in range(N):
+            a, r, done, end, real = steps[(t + i) % len(steps)]
+            rows.append(envs[i].step(a, r, done, end, real_at_start=real) if mask[i] else None)
+        filler = next(row for row in rows if row is not None) if mask.any() else None
+        if filler is None:
+            continue
+        batch = [row or filler for row in rows]
+        batched.add_batch(*(np.array([row[k] for row in batch]) for k in range(6)), mask=mask)
+        for i, row in enumerate(rows):
+            if row is not None:
+                alone.add(*row, stream=i)
+        got, want = _stream_state(batched), _stream_state(alone)
+        for name in want["ring"]:
+            np.testing.assert_array_equal(got["ring"][name], want["ring"][name], err_msg=name)
+        np.testing.assert_array_equal(got["frames"], want["frames"])
+        assert got["streams"] == want["streams"] and got["added"] == want["added"]

@@ -9,7 +9,8 @@ import numpy as np
 
 from dqn_course.contracts import Count, StackShape, check_module
 from dqn_course.profiling import check_fits
-from dqn_course.replay.base import Batch, ReplayMemory, Seed, check_array, check_obs_shape, check_seed, require_keys
+from dqn_course.replay.base import (_FLOAT32_MAX, Batch, ReplayMemory, Seed, check_array, check_obs_shape, check_seed,
+                                    require_keys)
 from dqn_course.replay.frame_sharing import FrameSharingMemory, ValidityListener, check_storage, stack_windows
 from dqn_course.replay.stores import check_disk_space, make_store, planned_host_bytes
 from dqn_course.rng import parse_rng_state, rng_state_array
@@ -103,25 +104,103 @@ class MultiStreamMemory(ReplayMemory):
         bools), ``mask`` None or that many bools.
         Every transition is checked (as ``FrameSharingMemory.add`` checks one) before any is stored, so a refused
         batch leaves the memory as it was.
+
+        The transitions that continue an episode in a frame bank (nearly all of them, in a training run) are checked
+        and stored for all their streams at once (``_steady_rows``, ``_store_steady``); episode starts, streams
+        watched by a sampler and other stores go one stream at a time (``FrameSharingMemory._store``). Both keep
+        the same invariants (``FrameSharingMemory``'s docstring).
         """
         states, actions, rewards, next_states, dones, episode_ends = (
             np.asarray(a) for a in (states, actions, rewards, next_states, dones, episode_ends))
         if mask is not None:
             mask = np.asarray(mask)
         self._check_add_batch(states, actions, rewards, next_states, dones, episode_ends, mask)
+        live = np.ones(len(self.streams), bool) if mask is None else mask
+        steady = self._steady_rows(live, states, actions, rewards, next_states)
         checked = []
-        for i, stream in enumerate(self.streams):
-            if mask is None or mask[i]:
-                try:
-                    checked.append((stream, stream._check_add(states[i], actions[i], rewards[i], next_states[i],
-                                                              dones[i], episode_ends[i])))
-                except (TypeError, ValueError) as error:  # its message starts with the argument's name
-                    first = str(error).split(" ", 1)[0]
-                    raise type(error)(f"{_BATCH_NAMES.get(first, 'the batch')}[{i}]: {error}") from None
+        for i in np.flatnonzero(live & ~steady):
+            stream = self.streams[i]
+            try:
+                checked.append((stream, stream._check_add(states[i], actions[i], rewards[i], next_states[i],
+                                                          dones[i], episode_ends[i])))
+            except (TypeError, ValueError) as error:  # its message starts with the argument's name
+                first = str(error).split(" ", 1)[0]
+                raise type(error)(f"{_BATCH_NAMES.get(first, 'the batch')}[{i}]: {error}") from None
         with self.streams[0].frames.deferred():  # one transfer of all new frames (device bank), at the end
             for stream, transition in checked:
                 stream._store(*transition)
                 self.added += 1
+            rows = np.flatnonzero(steady)
+            if len(rows):
+                sel = slice(None) if len(rows) == len(steady) else rows  # all rows: views, no copies
+                self._store_steady(rows, actions[sel], rewards[sel], next_states[sel], dones[sel],
+                                   episode_ends[sel])
+
+    def _steady_rows(self, live: np.ndarray, states: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
+                     next_states: np.ndarray) -> np.ndarray:
+        """Which streams' transitions ``_store_steady`` can take (bool per stream): stored in this memory's bank,
+        continuing an episode, no sampler watching, and passing every check ``FrameSharingMemory._check_add`` makes,
+        tested for all rows at once. A row that fails a check is left to the one-stream path, which raises its
+        error."""
+        steady = live.copy()
+        if self.bank is None or states.dtype != np.uint8 or next_states.dtype != np.uint8:
+            steady[:] = False
+            return steady
+        for i in np.flatnonzero(steady):
+            s = self.streams[i]
+            steady[i] = s._in_episode and not s._listeners and s._check_continuity
+        rows = np.flatnonzero(steady)
+        if not len(rows):
+            return steady
+        sel = slice(None) if len(rows) == len(steady) else rows  # all rows: views, no copies
+        ok = (actions[sel] >= 0) & (actions[sel] < 256) & (np.abs(rewards[sel]) <= _FLOAT32_MAX)
+        ok &= (next_states[sel, :-1] == states[sel, 1:]).reshape(len(rows), -1).all(axis=1)  # the stack shifts
+        for j, i in enumerate(rows):  # the state is the stream's last next_state: its episode goes on
+            ok[j] = ok[j] and states[i].tobytes() == self.streams[i]._next_state
+        steady[rows[~ok]] = False
+        return steady
+
+    def _store_steady(self, rows: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_states: np.ndarray,
+                      dones: np.ndarray, episode_ends: np.ndarray) -> None:
+        """Store one checked transition continuing an episode in each stream of ``rows`` (distinct): what
+        ``FrameSharingMemory._store`` does for one, on the joint ring for all, with the same invariants. The
+        transition's slot k (its state's newest frame, before the head) gets its scalars and becomes valid
+        (invariant 4); the new frame goes to the head, which first invalidates the transitions that needed the old
+        frame there (invariant 3: the head's own, and up to stack-1 after it, stopping at an episode start)."""
+        C, streams = self.stream_capacity, [self.streams[i] for i in rows]
+        heads = np.fromiter((s.head for s in streams), np.int64, len(rows))
+        ids = np.fromiter((s.added for s in streams), np.int64, len(rows))
+        k = (heads - 1) % C
+        valid, first = self.ring["valid"], self.ring["first"]
+        self.ring["actions"][rows, k] = actions
+        self.ring["rewards"][rows, k] = rewards
+        self.ring["dones"][rows, k] = dones
+        self.ring["ids"][rows, k] = ids
+        lost = valid[rows, heads].astype(np.int64)  # invariant 3: the head's transition ...
+        valid[rows, heads] = False
+        looking = np.ones(len(rows), bool)
+        for m in range(1, self.stack):  # ... and those that looked back through the head, up to an episode start
+            j = (heads + m) % C
+            looking &= ~first[rows, j]
+            hit = looking & valid[rows, j]
+            valid[rows[hit], j[hit]] = False
+            lost += hit
+        newest = next_states[:, -1]
+        self.bank.put(rows * C + heads, newest)
+        first[rows, heads] = False
+        self.ring["ids"][rows, heads] = -1
+        gained = ~valid[rows, k]  # invariant 4: the transition at k is complete now that its s' frame is in
+        valid[rows, k] = True
+        for j, s in enumerate(streams):
+            s.num_valid += int(gained[j]) - int(lost[j])
+            s.head = (s.head + 1) % C
+            s.written += 1
+            s.added += 1
+            s._last_frame[...] = newest[j]
+            s._next_state = next_states[j].tobytes()
+            if episode_ends[j]:
+                s._in_episode = False
+        self.added += len(rows)
 
     def _check_add_batch(self, states, actions, rewards, next_states, dones, episode_ends, mask) -> None:
         """``add_batch``'s own check: one entry per stream in each argument (``ValueError``), each of its kind and

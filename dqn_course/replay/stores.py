@@ -148,6 +148,10 @@ class ArrayStore(HostStore):
     def __setitem__(self, k, frame) -> None:
         self.array[k] = frame
 
+    def put(self, slots: np.ndarray, frames: np.ndarray) -> None:
+        """Write ``frames`` (n, *frame_shape) at ``slots`` (n distinct ints) in one go."""
+        self.array[slots] = frames
+
     def __getitem__(self, index) -> np.ndarray:
         return self.array[index]
 
@@ -235,6 +239,10 @@ class TorchFrames:
 
     def __setitem__(self, k: int, frame: np.ndarray) -> None:
         self.bank._pending[self.offset + int(k)] = frame
+
+    def put(self, slots: np.ndarray, frames: np.ndarray) -> None:
+        """Stage ``frames`` (n, *frame_shape) for ``slots`` (n distinct ints), copied with the next flush."""
+        self.bank._pending.update(zip((self.offset + np.asarray(slots, np.int64)).tolist(), frames))
 
     @contextlib.contextmanager
     def deferred(self):
