@@ -8,12 +8,14 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+import torch
 
 import dqn_course
 from _solutions import run_solutions
-from dqn_course.lab import checks
+from dqn_course.lab import checks, frames
 from dqn_course.lab.frames import (blog_preprocess, downsample, max_pool_downsample, preprocessing_trace, raw_frames,
-                                   state_bytes, to_gray)
+                                   state_bytes)
+from dqn_course.networks import NatureCNN
 
 
 # --- notebook 00 ----------------------------------------------------------------------------------
@@ -82,37 +84,98 @@ def test_notebook_00_solution_cell_passes_its_check():
 
 # --- notebook 02 ----------------------------------------------------------------------------------
 
-def _worked_preprocess(frame):
-    gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
-    return cv2.resize(gray, (84, 84), interpolation=cv2.INTER_AREA)
+def _gray(screen, code=cv2.COLOR_RGB2GRAY):
+    return cv2.cvtColor(screen, code)
 
 
-def _off_by_one_preprocess(frame):
+def _worked_preprocess(prev, last, size):
+    return cv2.resize(np.maximum(_gray(prev), _gray(last)), (size, size), interpolation=cv2.INTER_AREA)
+
+
+def _off_by_one_preprocess(prev, last, size):
     """Luminance by hand, truncated instead of rounded: differs from the reference by at most 1."""
-    gray = (frame @ np.array([0.299, 0.587, 0.114])).astype(np.uint8)
-    return cv2.resize(gray, (84, 84), interpolation=cv2.INTER_AREA)
+    weights = np.array([0.299, 0.587, 0.114])
+    pooled = np.maximum(prev @ weights, last @ weights).astype(np.uint8)
+    return cv2.resize(pooled, (size, size), interpolation=cv2.INTER_AREA)
 
 
-@pytest.mark.parametrize("fn", [_worked_preprocess, _off_by_one_preprocess, downsample])
+def _rgb_max_preprocess(prev, last, size):
+    """The maximum of the colour screens, then gray: the same frames on Breakout (its objects do not overlap)."""
+    return cv2.resize(_gray(np.maximum(prev, last)), (size, size), interpolation=cv2.INTER_AREA)
+
+
+@pytest.mark.parametrize("fn", [_worked_preprocess, _off_by_one_preprocess, _rgb_max_preprocess])
 def test_preprocess_right(fn, capsys):
     assert checks.check_preprocess(fn) is True
     assert "✓" in capsys.readouterr().out
 
 
+COURSE_PREPROCESS = {
+    "max_pool_downsample itself": max_pool_downsample,
+    "downsample itself": downsample,
+    "blog_preprocess itself": blog_preprocess,
+    "a lambda around max_pool_downsample": lambda a, b, s: max_pool_downsample(a, b, s),
+    "a def through the frames module": lambda a, b, s: frames.max_pool_downsample(a, b, size=s),
+    "a partial of max_pool_downsample": functools.partial(max_pool_downsample),
+    "a closure over downsample": (lambda f: lambda a, b, s: f(np.maximum(a, b), s))(downsample),
+    "to_gray itself": frames.to_gray,
+    "preprocessing_trace itself": preprocessing_trace,
+}
+
+
+@pytest.mark.parametrize("name", list(COURSE_PREPROCESS))
+def test_preprocess_refuses_the_courses_own_functions(name):
+    """The page imports max_pool_downsample, which does exactly what the exercise asks: handing it over, or a
+    function that calls it or any other function of the course, must not pass."""
+    with pytest.raises(AssertionError, match="course's own|not yours|not a function of yours"):
+        checks.check_preprocess(COURSE_PREPROCESS[name])
+
+
+@pytest.mark.parametrize("fn", [cv2.resize, cv2.cvtColor, np.stack, np.mean], ids=lambda f: f.__name__)
+def test_preprocess_refuses_the_libraries_the_page_imports(fn):
+    with pytest.raises(AssertionError, match="not yours|not a function of yours"):
+        checks.check_preprocess(fn)
+
+
+def _pooled(prev, last):
+    return np.maximum(_gray(prev), _gray(last))
+
+
+def _keeps_screens(prev, last, size, cache=[]):  # noqa: B006 (the cache that keeps the screens is the mistake)
+    """A preprocess that keeps every screen it is given: the screens stay alive."""
+    cache += [prev, last]
+    return _worked_preprocess(prev, last, size)
+
+
+def _in_place(prev, last, size):
+    prev[...] = np.maximum(prev, last)  # writes into the emulator's screen
+    return cv2.resize(_gray(prev), (size, size), interpolation=cv2.INTER_AREA)
+
+
 WRONG_PREPROCESS = {
-    "blog [::2, ::2]": blog_preprocess,
-    "float64 output": lambda f: _worked_preprocess(f) / 1.0,
-    "float32 scaled": lambda f: (_worked_preprocess(f) / 255.0).astype(np.float32),
-    "channel axis kept": lambda f: _worked_preprocess(f)[:, :, None],
-    "still colour": lambda f: cv2.resize(f, (84, 84), interpolation=cv2.INTER_AREA),
-    "BGR": lambda f: cv2.resize(cv2.cvtColor(f, cv2.COLOR_BGR2GRAY), (84, 84), interpolation=cv2.INTER_AREA),
-    "channel mean": lambda f: cv2.resize(f.mean(axis=2).astype(np.uint8), (84, 84), interpolation=cv2.INTER_AREA),
-    "INTER_NEAREST": lambda f: cv2.resize(to_gray(f), (84, 84), interpolation=cv2.INTER_NEAREST),
-    "INTER_LINEAR": lambda f: cv2.resize(to_gray(f), (84, 84), interpolation=cv2.INTER_LINEAR),
-    "transposed": lambda f: _worked_preprocess(f).T,
-    "cropped": lambda f: _worked_preprocess(f[34:194]),
-    "constant": lambda f: np.zeros((84, 84), np.uint8),
-    "list": lambda f: _worked_preprocess(f).tolist(),
+    "last screen only": lambda a, b, s: cv2.resize(_gray(b), (s, s), interpolation=cv2.INTER_AREA),
+    "maximum after the resize": lambda a, b, s: np.maximum(*(cv2.resize(_gray(x), (s, s), interpolation=cv2.INTER_AREA)
+                                                             for x in (a, b))),
+    "always 84": lambda a, b, s: _worked_preprocess(a, b, 84),
+    "a view of a padded frame": lambda a, b, s: np.pad(_worked_preprocess(a, b, s), 1)[1:-1, 1:-1],
+    "keeps the screens": _keeps_screens,
+    "writes into the screen": _in_place,
+    "blog [::2, ::2]": lambda a, b, s: np.maximum(a.mean(axis=2), b.mean(axis=2)).astype(np.uint8)[::2, ::2],
+    "float64 output": lambda a, b, s: _worked_preprocess(a, b, s) / 1.0,
+    "float32 scaled": lambda a, b, s: (_worked_preprocess(a, b, s) / 255.0).astype(np.float32),
+    "channel axis kept": lambda a, b, s: _worked_preprocess(a, b, s)[:, :, None],
+    "still colour": lambda a, b, s: cv2.resize(np.maximum(a, b), (s, s), interpolation=cv2.INTER_AREA),
+    "BGR": lambda a, b, s: cv2.resize(np.maximum(_gray(a, cv2.COLOR_BGR2GRAY), _gray(b, cv2.COLOR_BGR2GRAY)), (s, s),
+                                      interpolation=cv2.INTER_AREA),
+    "channel mean": lambda a, b, s: cv2.resize(np.maximum(a.mean(axis=2), b.mean(axis=2)).astype(np.uint8), (s, s),
+                                               interpolation=cv2.INTER_AREA),
+    "INTER_NEAREST": lambda a, b, s: cv2.resize(_pooled(a, b), (s, s), interpolation=cv2.INTER_NEAREST),
+    "INTER_LINEAR": lambda a, b, s: cv2.resize(_pooled(a, b), (s, s), interpolation=cv2.INTER_LINEAR),
+    "transposed": lambda a, b, s: _worked_preprocess(a, b, s).T,
+    "cropped": lambda a, b, s: _worked_preprocess(a[34:194], b[34:194], s),
+    "constant": lambda a, b, s: np.zeros((s, s), np.uint8),
+    "list": lambda a, b, s: _worked_preprocess(a, b, s).tolist(),
+    "one screen in": lambda frame: _worked_preprocess(frame, frame, 84),
 }
 
 
@@ -122,12 +185,16 @@ def test_preprocess_wrong(name):
         checks.check_preprocess(WRONG_PREPROCESS[name])
 
 
-def test_preprocess_hints_name_the_mistake():
-    for name, words in [("BGR", "red the weight that belongs to blue"), ("INTER_LINEAR", "area averaging"),
-                        ("transposed", "transposed"), ("channel mean", "luminance"), ("float64 output", "uint8"),
-                        ("blog [::2, ::2]", "resize")]:
-        with pytest.raises(AssertionError, match=words):
-            checks.check_preprocess(WRONG_PREPROCESS[name])
+@pytest.mark.parametrize("name, words", [
+    ("last screen only", "maximum of the step's two screens"), ("maximum after the resize", "after shrinking"),
+    ("always 84", r"expected \(42, 42\)"), ("a view of a padded frame", "returned a view"),
+    ("keeps the screens", "still alive"), ("writes into the screen", "changed the screens"),
+    ("BGR", "red the weight that belongs to blue"), ("INTER_LINEAR", "area averaging"),
+    ("transposed", "transposed"), ("channel mean", "luminance"), ("float64 output", "uint8"),
+    ("one screen in", "raised TypeError")])
+def test_preprocess_hints_name_the_mistake(name, words):
+    with pytest.raises(AssertionError, match=words):
+        checks.check_preprocess(WRONG_PREPROCESS[name])
 
 
 def test_preprocess_not_callable():
@@ -141,8 +208,178 @@ def test_preprocess_none(capsys):
 
 
 def test_notebook_02_solution_cell_passes_its_check():
-    out = run_solutions("02_downsample", {"checks": checks, "cv2": cv2})
+    out = run_solutions("02_downsample", {"checks": checks, "cv2": cv2, "np": np})
     assert out.count("✓") == 2 and "Not answered yet" not in out
+
+
+@pytest.mark.parametrize("prediction, passes", [(46, True), (110 * 8 / (5 * 160 / 42), True), (110, False),
+                                                (110 / 4, False), (0, False)])
+def test_ball_prediction(prediction, passes):
+    """Notebook 02's prediction: the ball's 8 pixels of gray 110 over a 42 x 42 frame pixel's 5 x 3.8 screen pixels
+    give the measured 46 within the check's 5%; the ball's own gray, a quarter of it, or zero do not."""
+    def check():
+        return checks.check_prediction_of("02.ball_at_42", prediction, 46, gray=110, pixels=8)
+    if passes:
+        assert check() is True
+    else:
+        with pytest.raises(AssertionError, match="section 5"):
+            check()
+
+
+# --- notebook 03 ----------------------------------------------------------------------------------
+
+class ScaledNet(torch.nn.Module):
+    """The worked answer: uint8 in, anything else refused, converted and scaled inside."""
+
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+
+    def forward(self, frames):
+        if frames.dtype != torch.uint8:
+            raise TypeError(f"uint8 frames only, got {frames.dtype}")
+        return self.body(frames.float() / 255)
+
+
+def test_scaled_net_right(capsys):
+    assert checks.check_scaled_net(ScaledNet) is True
+    assert "✓" in capsys.readouterr().out
+
+
+class _SubclassOfNatureCNN(NatureCNN):
+    pass
+
+
+class _HoldsNatureCNN(torch.nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.net = NatureCNN(n_actions=4)
+
+    def forward(self, frames):
+        return self.net(frames)
+
+
+class _HandedACourseModule(ScaledNet):
+    """Its own code, but a course module put inside it after construction."""
+
+    def __init__(self, body):
+        super().__init__(body)
+        self.add_module("course", _nature_cnn_instance())
+
+
+def _nature_cnn_instance():
+    return NatureCNN(n_actions=4)
+
+
+@pytest.mark.parametrize("answer", [NatureCNN, _SubclassOfNatureCNN, _HoldsNatureCNN, _HandedACourseModule],
+                         ids=lambda c: c.__name__)
+def test_scaled_net_refuses_the_courses_own_network(answer):
+    with pytest.raises(AssertionError, match="course's own"):
+        checks.check_scaled_net(answer)
+
+
+@pytest.mark.parametrize("answer", [torch.nn.Identity, torch.nn.Sequential, torch.nn.Module],
+                         ids=lambda c: c.__name__)
+def test_scaled_net_fails_on_the_modules_the_page_imports(answer):
+    with pytest.raises(AssertionError):
+        checks.check_scaled_net(answer)
+
+
+def _variant(forward):
+    return type(forward.__name__, (ScaledNet,), {"forward": forward})
+
+
+def _unscaled(self, frames):
+    if frames.dtype != torch.uint8:
+        raise TypeError("uint8 only")
+    return self.body(frames.float())
+
+
+def _by_256(self, frames):
+    if frames.dtype != torch.uint8:
+        raise TypeError("uint8 only")
+    return self.body(frames.float() / 256)
+
+
+def _integer_division(self, frames):
+    if frames.dtype != torch.uint8:
+        raise TypeError("uint8 only")
+    return self.body((frames // 255).float())
+
+
+def _accepts_floats(self, frames):
+    return self.body(frames.float() / 255)
+
+
+def _scales_floats_again(self, frames):
+    return self.body(frames.to(torch.float32) / 255)
+
+
+def _wrong_exception(self, frames):
+    if frames.dtype != torch.uint8:
+        raise ValueError("uint8 only")
+    return self.body(frames.float() / 255)
+
+
+def _no_conversion(self, frames):
+    if frames.dtype != torch.uint8:
+        raise TypeError("uint8 only")
+    return self.body(frames)
+
+
+def _float64(self, frames):
+    if frames.dtype != torch.uint8:
+        raise TypeError("uint8 only")
+    return self.body(frames.double() / 255)
+
+
+def _in_place(self, frames):
+    if frames.dtype != torch.uint8:
+        raise TypeError("uint8 only")
+    out = self.body(frames.float() / 255)
+    frames.zero_()
+    return out
+
+
+def _returns_numpy(self, frames):
+    if frames.dtype != torch.uint8:
+        raise TypeError("uint8 only")
+    return self.body(frames.float() / 255).numpy()
+
+
+@pytest.mark.parametrize("forward, words", [
+    (_unscaled, "unscaled"), (_by_256, "256"), (_integer_division, "integer division"),
+    (_accepts_floats, "accepted a float32 batch"), (_scales_floats_again, "accepted a float32 batch"),
+    (_wrong_exception, "raised ValueError"), (_no_conversion, "becomes float32"), (_float64, "becomes float32"),
+    (_in_place, "changed the batch"), (_returns_numpy, "should return")], ids=lambda x: getattr(x, "__name__", ""))
+def test_scaled_net_wrong(forward, words):
+    with pytest.raises(AssertionError, match=words):
+        checks.check_scaled_net(_variant(forward))
+
+
+@pytest.mark.parametrize("answer", [ScaledNet(torch.nn.Identity()), lambda frames: frames.float() / 255, "ScaledNet"],
+                         ids=["an instance", "a function", "a name"])
+def test_scaled_net_wants_the_class(answer):
+    with pytest.raises(AssertionError, match="pass your class"):
+        checks.check_scaled_net(answer)
+
+
+def test_scaled_net_none(capsys):
+    assert checks.check_scaled_net(None) is None
+    assert "not answered yet" in capsys.readouterr().out.lower()
+
+
+def test_scaled_net_leaves_the_random_state_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    checks.check_scaled_net(ScaledNet)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_notebook_03_solution_cell_passes_its_checks():
+    out = run_solutions("03_dtypes", {"np": np, "checks": checks, "torch": torch, "nn": torch.nn})
+    assert out.count("✓") == 5 and "Not answered yet" not in out
 
 
 # --- dqn_course.lab.frames, which the checks and notebooks 02-03 rely on -------------------------
@@ -172,20 +409,3 @@ def test_state_bytes():
     assert state_bytes(np.uint8) == 28_224
     assert state_bytes(np.float32) == 112_896
     assert state_bytes("float64", stack=1) == 56_448
-
-
-def test_notebook_03_solution_cell_passes_its_checks(capsys):
-    """The solution cell is committed without outputs and skipped by nbval; it runs here instead."""
-    import json
-    from pathlib import Path
-
-    import numpy as np
-
-    path = Path(__file__).resolve().parents[1] / "notebooks" / "03_dtypes.ipynb"
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    sources = ["".join(c["source"]) for c in cells if "solution" in c.get("metadata", {}).get("tags", [])]
-    assert sources
-    for source in sources:
-        exec(compile(source, "03:solution", "exec"), {"np": np, "checks": checks})
-    out = capsys.readouterr().out
-    assert out.count("✓") == 4 and "Not answered yet" not in out

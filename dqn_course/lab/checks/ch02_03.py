@@ -4,119 +4,281 @@ from __future__ import annotations
 
 
 from dqn_course.contracts import check_module
-from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _not_answered_yet, _passed)
+from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _not_answered_yet, _passed,
+                                        _refuse_course_code, _require_own_function)
 
 
-def _preprocess_check_frames():
-    """Real Breakout screens for ``check_preprocess`` (computed once per process)."""
-    global _PREPROCESS_FRAMES
-    if _PREPROCESS_FRAMES is None:
-        from dqn_course.lab.frames import raw_frames
-
-        _PREPROCESS_FRAMES = raw_frames(6, seed=1, every=20)
-    return _PREPROCESS_FRAMES
+CHECK_SIZES = (84, 42)  # the frame sizes check_preprocess asks for: the DQN standard, and section 5's smaller one
 
 
-_PREPROCESS_FRAMES = None
+def _preprocess_check_steps():
+    """Six steps of real Breakout play, ``(prev, last, frame)`` as ``preprocessing_trace`` gives them (``frame``:
+    gymnasium's ``AtariPreprocessing`` output), those where the maximum of the two screens changes the most pixels;
+    computed once per process."""
+    global _PREPROCESS_STEPS
+    if _PREPROCESS_STEPS is None:
+        import numpy as np
+
+        from dqn_course.lab.frames import downsample, preprocessing_trace
+
+        trace = preprocessing_trace(60, seed=1)
+        changed = [int((frame != downsample(last)).sum()) for _, last, frame in trace]
+        _PREPROCESS_STEPS = [trace[i] for i in sorted(np.argsort(changed, kind="stable")[-6:])]
+    return _PREPROCESS_STEPS
 
 
-def _preprocess_hint(out, frame) -> str:
-    """Why ``out`` differs from the reference for ``frame``: compare with the usual mistakes."""
+_PREPROCESS_STEPS = None
+
+_BY_HAND = "section 4, *The preprocessing, by hand*"
+
+
+def _preprocess_hint(out, prev, last, size: int) -> str:
+    """Why ``out`` differs from the reference for the screens ``prev``, ``last``: the usual mistakes, compared."""
     import cv2
     import numpy as np
 
     def close(a):
         return a.shape == out.shape and int(np.abs(a.astype(np.int16) - out.astype(np.int16)).max()) <= 1
 
-    gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
-    area = cv2.INTER_AREA
-    if close(cv2.resize(gray, (84, 84), interpolation=area).T):
-        return ("the frame comes out transposed, its rows and columns swapped: keep the screen's axes as they are, "
-                "rows first")
-    if close(cv2.resize(cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY), (84, 84), interpolation=area)):
-        return ("the screen is RGB, not BGR: a BGR conversion gives red the weight that belongs to blue (section 4, "
-                "*The preprocessing, by hand*, gives the luminance weights)")
-    if close(cv2.resize(frame.mean(axis=2).astype(np.uint8), (84, 84), interpolation=area)):
-        return ("a plain mean of R, G and B is not luminance: gray weighs the channels as the eye does, green "
-                "most (section 4, *The preprocessing, by hand*, gives the weights)")
+    def shrink(gray, how=cv2.INTER_AREA):
+        return cv2.resize(gray, (size, size), interpolation=how)
+
+    gray_prev, gray_last = (cv2.cvtColor(s, cv2.COLOR_RGB2GRAY) for s in (prev, last))
+    pooled = np.maximum(gray_prev, gray_last)
+    if close(shrink(gray_last)) or close(shrink(gray_prev)):
+        return ("that is one screen's frame: the ball and paddle of the other screen are missing; a frame is made "
+                "from the maximum of the step's two screens (section 3, *Why the maximum of the last two screens?*)")
+    if close(np.maximum(shrink(gray_prev), shrink(gray_last))):
+        return ("the maximum was taken after shrinking: take it of the two full gray screens, then shrink once, so "
+                f"each frame pixel averages what either screen drew ({_BY_HAND})")
+    if close(shrink(pooled).T):
+        return "the frame comes out transposed, its rows and columns swapped: keep the screen's axes, rows first"
+    bgr = np.maximum(*(cv2.cvtColor(s, cv2.COLOR_BGR2GRAY) for s in (prev, last)))
+    if close(shrink(bgr)):
+        return ("the screen is RGB, not BGR: a BGR conversion gives red the weight that belongs to blue "
+                f"({_BY_HAND} gives the luminance weights)")
+    if close(shrink(np.maximum(prev.mean(axis=2), last.mean(axis=2)).astype(np.uint8))):
+        return ("a plain mean of R, G and B is not luminance: gray weighs the channels as the eye does, green most "
+                f"({_BY_HAND} gives the weights)")
     for name, how in (("INTER_LINEAR", "bilinear"), ("INTER_NEAREST", "nearest-neighbour"),
                       ("INTER_CUBIC", "bicubic")):
-        if close(cv2.resize(gray, (84, 84), interpolation=getattr(cv2, name))):
-            return (f"that is a {how} resize: it samples a few input pixels per output pixel, and thin bricks or the "
-                    "ball can fall between them; the resize to use is area averaging, each output pixel the mean "
-                    "of all the input pixels it covers (section 4, *The preprocessing, by hand*)")
-    return ("the whole screen, converted to gray, then shrunk to 84 x 84 by averaging the pixels each output pixel "
-            "covers, without cropping (section 4, *The preprocessing, by hand*)")
+        if close(shrink(pooled, getattr(cv2, name))):
+            return (f"that is a {how} resize: it samples a few screen pixels per frame pixel, and thin bricks or the "
+                    "ball can fall between them; the resize to use is area averaging, each frame pixel the mean of "
+                    f"all the screen pixels it covers ({_BY_HAND})")
+    return ("both screens in luminance gray, their pixel-wise maximum, then the whole screen shrunk to the size asked "
+            f"by area averaging, without cropping ({_BY_HAND})")
+
+
+def _kept_alive(out) -> int:
+    """The bytes of the array that ``out`` is a view of (its own when it is none): what storing ``out`` keeps."""
+    import numpy as np
+
+    root = out
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    return root.nbytes
+
+
+def _check_one_frame(preprocess, prev, last, size: int, i: int, reference):
+    """Run ``preprocess(prev, last, size)`` on copies of one step's screens and hold its frame to the chapter's
+    rules: a (size, size) uint8 array, nothing bigger kept alive, the screens neither changed nor kept, the
+    values of ``reference`` within 1. Raises AssertionError with a hint on the first rule broken."""
+    import gc
+    import weakref
+
+    import numpy as np
+
+
+    call = f"preprocess(prev, last, {size})"
+    screens = [prev.copy(), last.copy()]
+    alive = [weakref.ref(s) for s in screens]
+    out = _call_learner(preprocess, (*screens, size), call)
+    assert isinstance(out, np.ndarray), f"{call} should return a numpy array, got {type(out).__name__}"
+    assert np.array_equal(screens[0], prev) and np.array_equal(screens[1], last), (
+        f"{call} changed the screens it was given: the emulator's screens are read, never written; make new arrays")
+    if out.shape != (size, size):
+        if out.shape in ((size, size, 1), (1, size, size)):
+            hint = "drop the channel axis (a gray frame is 2-D)"
+        elif out.shape[-1:] == (3,):
+            hint = f"the frame is still in colour: it should be luminance gray, one value per pixel ({_BY_HAND})"
+        else:
+            hint = f"the gray screen should be shrunk as a whole to the size asked, size x size ({_BY_HAND})"
+        raise AssertionError(f"{call} returned shape {out.shape}, expected ({size}, {size}): {hint}.")
+    if out.dtype != np.uint8:
+        raise AssertionError(
+            f"{call} returned dtype {out.dtype} ({out.dtype.itemsize} bytes per pixel), expected uint8 (1 byte): keep "
+            "the pixels as integers 0-255 (section 2, *Trap 1*: a mean or a division makes float64)")
+    kept = _kept_alive(out)
+    if kept > out.nbytes:
+        raise AssertionError(
+            f"{call} returned a view: its {out.nbytes:,} bytes keep an array of {kept:,} bytes alive (section 2, "
+            "*Trap 2*); a stored frame must be an array of its own")
+    del screens
+    gc.collect()
+    if any(ref() is not None for ref in alive):
+        raise AssertionError(
+            f"after {call}, the raw screens it was given are still alive: the frame, or something the function "
+            "keeps, refers to them; a stored frame must hold only its own pixels (section 2, *Trap 2*)")
+    diff = np.abs(out.astype(np.int16) - reference.astype(np.int16))
+    if int(diff.max()) > 1:
+        raise AssertionError(
+            f"at size {size}, on test step {i}, {int((diff > 1).sum()):,} of {out.size:,} pixels differ from the "
+            f"reference by more than 1 (up to {int(diff.max())}): {_preprocess_hint(out, prev, last, size)}.")
 
 
 def check_preprocess(preprocess) -> bool | None:
-    """Notebook 02: ``preprocess(frame)`` turns a (210, 160, 3) RGB uint8 screen into an (84, 84) uint8 frame.
+    """Notebook 02: ``preprocess(prev, last, size)`` turns the last two (210, 160, 3) RGB uint8 screens of an agent
+    step into one (size, size) uint8 frame: luminance gray, their pixel-wise maximum, area-averaged to size x size.
 
-    Compared on real Breakout screens with the course's reference (``frames.downsample``: luminance gray,
-    then ``cv2.resize`` with ``INTER_AREA``, as ``AtariPreprocessing`` does); pixels may differ by 1
-    (rounding), no more.
+    The learner's own code is required: a function of the course (``frames.max_pool_downsample`` does exactly
+    this) or of a library the page imports, and any function that calls the course's, are refused. On six steps
+    of real Breakout play, at 84 x 84 the frame is held to gymnasium's ``AtariPreprocessing`` output and at 42 x 42
+    to the course's reference, pixels within 1 (rounding); the frame must be an array of its own (a view keeps its
+    base alive) and neither change nor keep the screens it was given. Raises AssertionError with a hint on the
+    first rule broken.
     """
-    import numpy as np
-
-    from dqn_course.lab.frames import downsample
+    from dqn_course.lab.frames import max_pool_downsample
 
     if preprocess is None:
-        return _not_answered_yet("write `preprocess(frame)` and pass the function (no brackets)")
-    assert callable(preprocess), f"pass the function itself, e.g. check_preprocess(preprocess), got {preprocess!r}"
-    for i, frame in enumerate(_preprocess_check_frames()):
-        out = preprocess(frame.copy())
-        assert isinstance(out, np.ndarray), f"preprocess should return a numpy array, got {type(out).__name__}"
-        if out.shape != (84, 84):
-            if out.shape in ((84, 84, 1), (1, 84, 84)):
-                hint = "drop the channel axis (a gray frame is 2-D)"
-            elif out.shape == (105, 80):
-                hint = ("that is every second row and column of 210x160: shrink the whole gray screen to 84 x 84 "
-                        "with an area-averaging resize instead (section 4, *The preprocessing, by hand*)")
-            elif out.shape[-1:] == (3,):
-                hint = ("the frame is still in colour: it should be luminance gray, one value per pixel (section 4, "
-                        "*The preprocessing, by hand*)")
-            else:
-                hint = "the gray screen should be shrunk to 84 x 84 as a whole (section 4, *The preprocessing*)"
-            raise AssertionError(f"preprocess returned shape {out.shape}, expected (84, 84): {hint}.")
-        if out.dtype != np.uint8:
-            raise AssertionError(
-                f"preprocess returned dtype {out.dtype} ({out.dtype.itemsize} bytes per pixel), expected uint8 "
-                "(1 byte): keep the pixels as integers 0-255 (section 2, *Trap 1*: a mean or a division makes "
-                "float64)")
-        ref = downsample(frame)
-        diff = np.abs(out.astype(np.int16) - ref.astype(np.int16))
-        if int(diff.max()) > 1:
-            raise AssertionError(
-                f"on test screen {i}, {int((diff > 1).sum()):,} of 7,056 pixels differ from the reference by more "
-                f"than 1 (up to {int(diff.max())}): {_preprocess_hint(out, frame)}.")
-    return _passed("preprocess matches the reference (gray + INTER_AREA resize to 84x84, uint8) on "
-                   f"{len(_preprocess_check_frames())} real Breakout screens.")
+        return _not_answered_yet("write `preprocess(prev, last, size)` and pass the function (no brackets)")
+    _require_own_function(preprocess, "preprocess(prev, last, size)")
+    _refuse_course_code(preprocess, "preprocess", f"gray, maximum and area averaging, as {_BY_HAND} describes")
+    steps = _preprocess_check_steps()
+    for size in CHECK_SIZES:
+        for i, (prev, last, frame) in enumerate(steps):
+            reference = frame if size == frame.shape[0] else max_pool_downsample(prev, last, size)
+            _check_one_frame(preprocess, prev, last, size, i, reference)
+    return _passed(f"preprocess matches AtariPreprocessing at 84x84 and the reference at 42x42 on {len(steps)} steps "
+                   "of real Breakout play: gray, maximum of the two screens, area averaging, uint8, an array of its "
+                   "own that keeps no screen alive.")
+
+
+_SCALE = "section 3, *Scale on the device, at learn time*"
+_TO_FLOAT = (f"the body computes in float32: inside forward, the uint8 batch becomes float32 first, then is scaled "
+             f"({_SCALE})")
+_FORWARD_HINTS = {"unsigned char": _TO_FLOAT, "Byte": _TO_FLOAT, "should be the same": _TO_FLOAT,
+                  "same dtype": _TO_FLOAT, "expected scalar type": _TO_FLOAT}
+SCALED_NET_BATCH = 3  # states per test batch of check_scaled_net
+
+
+def _scaled_net_inputs():
+    """The body ``check_scaled_net`` wraps (a seeded float32 conv + linear, 4 outputs) and its two uint8 test
+    batches of (SCALED_NET_BATCH, 4, 84, 84): one white (every pixel 255), one of random pixels; the caller's
+    random state is left as it was."""
+    import torch
+    from torch import nn
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        body = nn.Sequential(nn.Conv2d(4, 8, kernel_size=8, stride=4), nn.ReLU(), nn.Flatten(),
+                             nn.Linear(8 * 20 * 20, 4))
+        mixed = torch.randint(0, 256, (SCALED_NET_BATCH, 4, 84, 84), dtype=torch.uint8)
+    white = torch.full((SCALED_NET_BATCH, 4, 84, 84), 255, dtype=torch.uint8)
+    return body, {"a white batch (every pixel 255)": white, "a batch of random pixels": mixed}
+
+
+def _scaled_net_hint(out, body, batch) -> str:
+    """Why ``out`` is not ``body(batch / 255)``: the usual mistakes, compared."""
+    import torch
+
+    def close(x):
+        return out.shape == x.shape and torch.allclose(out.float(), x, atol=1e-5, rtol=1e-4)
+
+    with torch.no_grad():
+        if close(body(batch.float())):
+            return f"the batch reached the body unscaled, 0-255: the network wants values in [0, 1] ({_SCALE})"
+        if close(body(batch.float() / 256)):
+            return ("that is a division by 256: the brightest pixel, 255, must become exactly 1, so divide by the "
+                    f"largest value a uint8 holds ({_SCALE})")
+        if close(body((batch // 255).float())):
+            return ("that is an integer division: it keeps 1 for a pixel of 255 and 0 for every other; make floats "
+                    "first, then divide (section 4, *The float64 trap*, shows which divisions give floats)")
+    return f"the body should see each pixel as a float from 0 to 1, the uint8 value divided by 255 ({_SCALE})"
+
+
+def check_scaled_net(net_class) -> bool | None:
+    """Notebook 03: ``net_class(body)`` is a ``torch.nn.Module`` whose ``forward(frames)`` takes a uint8 batch of
+    states, converts it to float32 and scales it to [0, 1] itself, returns ``body`` of it, and refuses any other
+    dtype with ``TypeError``: the replay memory and the copy to the device stay uint8 (1 byte a pixel).
+
+    The learner's own class is required: the course's ``NatureCNN``, a subclass of it, a class that calls the
+    course's code or that holds one of its modules is refused. Run on a seeded body and two batches: a white one (a
+    pixel of 255 must reach the body as 1.0) and one of random pixels, outputs held to ``body(frames / 255)``
+    within 1e-5; the batch it is given stays as it was; a float32 batch (already scaled) and an int64 one must
+    raise TypeError. Raises AssertionError with a hint on the first rule broken.
+    """
+    import inspect
+
+    import torch
+    from torch import nn
+
+    if net_class is None:
+        return _not_answered_yet("write the class `ScaledNet` and pass it (no brackets)")
+    assert inspect.isclass(net_class) and issubclass(net_class, nn.Module), (
+        f"pass your class itself, a subclass of torch.nn.Module, e.g. check_scaled_net(ScaledNet), got {net_class!r}")
+    write = f"a module whose forward converts the uint8 batch and scales it itself ({_SCALE})"
+    _refuse_course_code(net_class, "ScaledNet", write)
+    body, batches = _scaled_net_inputs()
+    net = _call_learner(net_class, (body,), "ScaledNet(body)")
+    for module in net.modules():
+        _refuse_course_code(module, "a module inside ScaledNet", write)
+    for name, batch in batches.items():
+        given = batch.clone()
+        with torch.no_grad():
+            out = _call_learner(net, (given,), f"net(frames) on {name}", _FORWARD_HINTS)
+            expected = body(batch.float() / 255)
+        assert torch.equal(given, batch), (
+            f"net(frames) changed the batch it was given ({name}): the sampled uint8 batch is read, not written; "
+            "make the scaled floats a new tensor")
+        assert isinstance(out, torch.Tensor) and out.shape == expected.shape, (
+            f"net(frames) should return the body's output, a tensor of shape {tuple(expected.shape)}, got "
+            f"{type(out).__name__} {tuple(getattr(out, 'shape', ()))}")
+        if not (out.dtype == torch.float32 and torch.allclose(out, expected, atol=1e-5, rtol=1e-4)):
+            raise AssertionError(f"on {name}, net(frames) is not the body's output on the frames scaled to [0, 1]: "
+                                 f"{_scaled_net_hint(out, body, batch)}.")
+    mixed = batches["a batch of random pixels"]
+    for wrong, what in ((mixed.float() / 255, "a float32 batch, already scaled"), (mixed.long(), "an int64 batch")):
+        try:
+            with torch.no_grad():
+                net(wrong)
+        except TypeError:
+            continue
+        except Exception as exc:  # the learner's code may raise anything: say which exception is wanted
+            raise AssertionError(f"net(frames) on {what} raised {type(exc).__name__}: {exc}; a batch of the wrong "
+                                 f"dtype is a TypeError, as NatureCNN raises ({_SCALE})") from None
+        raise AssertionError(f"net(frames) accepted {what}: the network takes uint8 only and refuses any other dtype "
+                             f"with TypeError, so a batch scaled twice, or never, cannot slip in unnoticed ({_SCALE})")
+    return _passed("ScaledNet takes uint8 batches and scales them inside: a pixel of 255 reaches the body as 1.0, its "
+                   "outputs equal the body's on frames / 255 within 1e-5, and float32 and int64 batches are refused "
+                   "with TypeError.")
 
 
 _FLOAT64 = "section 4, *The float64 trap*"
 
 
-_BATCH = "section 3, *Scale on the device, at learn time*"
-
-
 PREDICTIONS.update({
-    "02.max_changes": Prediction("the pixels the maximum changes per step (mean)", 0.5, lambda m: {
-        0: "Breakout draws its objects on every screen, but do they stay put from one screen to the next? The "
-           "maximum keeps where a moving object was on the first screen as well (section 3, the first paragraph)",
-        7_056: "the maximum changes a pixel only where one of the two screens drew something the other did not: what "
-               "in Breakout is on one screen and gone from the next? (section 3, the first paragraph)",
-        1: "the ball and the paddle move between the two screens: where they were a moment before counts too "
-           "(section 3)"},
-        "estimate how many pixels of an 84 × 84 frame the ball and the paddle cover, and how many of them a move "
-        "of one screen uncovers (section 3)"),
+    "02.ball_at_42": Prediction(
+        "the brightest the ball makes a 42 × 42 frame pixel (gray levels above black)", 0.05, lambda m, gray, pixels: {
+            0: "area averaging dims the ball, it does not erase it: the frame pixel that covers the ball averages "
+               "the ball's pixels with the black around them (section 5)",
+            gray: "that is the ball's own gray, what a frame pixel shows when the ball fills it; at 42 × 42 a frame "
+                  "pixel covers 210 / 42 × 160 / 42 screen pixels, more than the ball's (section 5)",
+            gray / 4: "halving each side makes a frame pixel cover 4 times the screen pixels it covered at 84 × 84, "
+                      "but at 84 × 84 the ball filled a frame pixel with pixels to spare: count the ball's pixels "
+                      "against one 42 × 42 frame pixel's (section 5)",
+            gray * pixels / (210 / 21 * 160 / 21): "that is a 21 × 21 frame pixel, 10 × 7.6 screen pixels; a 42 × 42 "
+                                                   "one covers half as many rows and half as many columns (section 5)"},
+        "at best the whole ball lies inside one frame pixel: that pixel is the mean of the screen pixels it covers, "
+        "the ball's own and black ones (section 5 gives the ball's size and gray)"),
     "03.batch_over_255": Prediction("the bytes of batch / 255", 0.02, lambda m: {
         m / 8: f"that is the uint8 batch itself; dividing by 255 gives floats: which float type does NumPy pick? "
                f"({_FLOAT64})",
         m / 4: "that is 2 bytes a pixel (float16), or float64 states of one frame instead of four: NumPy's default "
                f"float is bigger ({_FLOAT64}), and a state is a 4-stack (section 1, *One state, four dtypes*)",
         m / 2: f"that is 4 bytes a pixel (float32); NumPy picks a bigger float when it divides integers ({_FLOAT64})",
-        m / 32: f"that is one state; the batch holds 32 of them ({_BATCH})",
-        2 * m: f"the batch holds 32 states, not 32 pairs of s and s' ({_BATCH})",
+        m / 32: f"that is one state; the batch holds 32 of them ({_SCALE})",
+        2 * m: f"the batch holds 32 states, not 32 pairs of s and s' ({_SCALE})",
         8 * m: "that is bits; count bytes, as nbytes does (section 1, *One state, four dtypes*)"},
         f"the pixels of the batch times the bytes of the float NumPy picks when it divides integers (section 1, "
         f"*One state, four dtypes*; {_FLOAT64})"),
@@ -124,13 +286,13 @@ PREDICTIONS.update({
 
 
 QUESTIONS.update({
-    "02.view_keeps_base": ("b", "the slice is a view into the whole 250 × 160 uint8 gray array that the cast "
-                                "made, so 250 × 160 = 40,000 bytes stay alive per stored frame, 4x the view's "
-                                "own nbytes of 125 × 80 = 10,000",
-                           {"a": "that is the view's own nbytes: what stays in memory as long as a view does "
-                                 "(section 2, Trap 2)?",
-                            "c": "the mean made a new gray array, and the cast another: the colour screen is not "
-                                 "what the slice looks into (section 2, Trap 2)"}),
+    "02.slice_first": ("a", "the slice is a view of the screen, but the mean reads it into a new float64 array and "
+                            "the cast makes another: a 105 × 80 uint8 array of its own, 8,400 bytes, and nothing "
+                            "holds the screen or a full-size gray array",
+                       {"b": "33,600 bytes is a full 210 × 160 gray array; slicing first, no such array is made: what "
+                             "does the cast's result look into? (section 2, Trap 2)",
+                        "c": "the slice looks into the screen, but the memory stores what the cast returns, and the "
+                             "mean and the cast each make a new array (section 2, Trap 2)"}),
     "03.where_to_scale": ("b", "10,001 depths need more than a byte: uint16 keeps each one exactly in 2 bytes and the "
                                "network scales each batch; a cast to uint8 keeps each depth modulo 256, and float16, "
                                "2 bytes as well, rounds neighbouring depths near 10,000 mm onto the same value",
@@ -139,19 +301,18 @@ QUESTIONS.update({
                            "c": "section 5, *float16: precise enough, still twice uint8*, kept 256 levels apart; "
                                 "here 10,001 levels share the range from 0 to 1: compare their spacing with "
                                 "float16's rounding near 1"}),
-    "03.mean_dtype": ("c", "dividing integer arrays gives float64, 8 bytes a pixel, eight times the frames (and "
-                           "a + b wraps around at 256 before the division: section 4, *Back into uint8: truncation "
-                           "and wrap-around*)",
-                      {"a": "the division made floats: which float does NumPy pick for integer arrays? "
-                             "(section 4, *The float64 trap*)",
-                       "b": "NumPy picks float64, not float32, for integer arrays unless told otherwise (section 4, "
-                            "*The float64 trap*)"}),
-    "03.uint8_wrap": ("a", "uint8 arithmetic wraps around modulo 256: 100 - 200 = -100 is stored as 156; "
-                           "convert to a signed or float dtype before subtracting",
-                      {"b": "a uint8 array has no room for -100: what did section 4, *Back into uint8: truncation "
-                            "and wrap-around*, show 200 + 100 giving?",
-                       "c": "NumPy does not clip integer arithmetic: section 4, *Back into uint8: truncation and "
-                            "wrap-around*, shows what 200 + 100 gives"}),
+    "03.int8_store": ("b", "an int8 holds -128 to 127: 255 does not fit, and the cast keeps it modulo 256, "
+                           "255 - 256 = -1, so the brightest pixels come back as negatives",
+                      {"a": "an int8 is signed, -128 to 127: is there room for 255? (section 4, *Back into uint8: "
+                            "truncation and wrap-around*)",
+                       "c": "NumPy does not clip when it casts integers: section 4, *Back into uint8: truncation and "
+                            "wrap-around*, shows what happens to a value that does not fit"}),
+    "03.torch_division": ("b", "a true division of integers gives the library's default float: float64 in NumPy, "
+                               "float32 in PyTorch, the dtype NatureCNN's layers compute in",
+                          {"a": "the division is a true division, not an integer one: section 4, *The float64 trap*, "
+                                "shows what dividing integers gives",
+                           "c": "float64 is NumPy's default float (section 4, *The float64 trap*); the question says "
+                                "which is PyTorch's"}),
 })
 
 

@@ -205,4 +205,64 @@ def _call_learner(fn, args: tuple, call: str, hints: dict[str, str] | None = Non
                              + (f". Hint: {hint}." if hint else "")) from None
 
 
+COURSE_PACKAGE = "dqn_course"
+
+
+def _is_course_object(obj) -> bool:
+    """Whether ``obj`` is the course's own code: a function, class or module of ``dqn_course``."""
+    import types
+
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__.split(".")[0] == COURSE_PACKAGE
+    if not (callable(obj) or isinstance(obj, type)):
+        return False
+    module = getattr(obj, "__module__", None)
+    return isinstance(module, str) and module.split(".")[0] == COURSE_PACKAGE
+
+
+def _course_names_read(fn) -> list[str]:
+    """The names of the course's objects that the Python function ``fn`` reads: through its globals (its code and
+    the code nested in it, e.g. a lambda or a comprehension) or through the variables it closes over."""
+    import types
+
+    codes, names = [fn.__code__], set()
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    found = [name for name in sorted(names) if _is_course_object(fn.__globals__.get(name))]
+    cells = zip(fn.__code__.co_freevars, fn.__closure__ or ())
+    return found + [name for name, cell in cells if _is_course_object(cell.cell_contents)]
+
+
+def _refuse_course_code(answer, what: str, write: str) -> None:
+    """Raise ``AssertionError`` when the learner's ``answer`` (a function, a class or an instance of one) is the
+    course's own code, a subclass of it, or code that calls it (a ``functools.partial`` or a bound method is looked
+    through): an exercise asks the learner to write the chapter's idea, so handing the check the reference, or a
+    wrapper around it, must not pass. ``what`` names the answer in the message, ``write`` says what to write
+    instead (the concept and the section of the page)."""
+    import functools
+    import inspect
+
+    while isinstance(answer, functools.partial) or inspect.ismethod(answer):
+        answer = answer.func if isinstance(answer, functools.partial) else answer.__func__
+    if inspect.isfunction(answer):
+        owners = [inspect.unwrap(answer)]
+    else:
+        cls = answer if inspect.isclass(answer) else type(answer)
+        owners = [*([] if cls is answer else [answer]), *(c for c in inspect.getmro(cls) if c is not object)]
+    course = next((o for o in owners if _is_course_object(o)), None)
+    if course is not None:
+        name = getattr(course, "__qualname__", type(course).__qualname__)
+        raise AssertionError(f"{what} is the course's own `{name}` ({course.__module__}): the exercise is to "
+                             f"write it yourself: {write}")
+    functions = [o for o in owners if inspect.isfunction(o)] + [
+        f for cls in owners if inspect.isclass(cls) for f in vars(cls).values() if inspect.isfunction(f)]
+    for fn in functions:
+        read = _course_names_read(fn)
+        if read:
+            raise AssertionError(f"{what} calls the course's own `{read[0]}`: the exercise is to write it "
+                                 f"yourself: {write}")
+
+
 check_module(globals())
