@@ -30,6 +30,7 @@ import json
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
 
@@ -60,8 +61,8 @@ def cleanrl_once(path: str, device: str, warmup: int, window: int, buffer: int, 
     settings = {"learning_starts": warmup, "window": window, "buffer_size": buffer, "start_e": epsilon,
                 "end_e": epsilon, "cuda": device == "cuda", "batch_size": 32, "train_frequency": 4}
     with OwnedTempDir("dqn-cleanrl-") as work:
-        proc = subprocess.run([sys.executable, path, json.dumps(settings)], cwd=work, capture_output=True,
-                              text=True, timeout=1800)
+        proc = subprocess.run([sys.executable, str(Path(path).resolve()), json.dumps(settings)], cwd=work,
+                              capture_output=True, text=True, timeout=1800)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode or not lines:
         raise RuntimeError(f"CleanRL's run at {path} failed (exit status {proc.returncode}): "
@@ -115,6 +116,9 @@ def main() -> None:
     parser.add_argument("--profile", default="", help="instead: profile the (first) fast run with torch.profiler "
                                                       "and write its table of top operators to this file")
     args = parser.parse_args()
+    if args.cleanrl and not Path(args.cleanrl).is_file():
+        parser.error(f"--cleanrl {args.cleanrl}: no such file (CleanRL's dqn_atari.py, adapted as "
+                     f"benchmarks/README.md says)")
 
     small = quick_mode()
     warmup = args.warmup or (500 if small else 5_000)

@@ -253,9 +253,9 @@ class Check:
         self.run("plan", [py, "benchmarks/plan.py", "--device", self.device, "--ks", "2,8", "--seconds", "0.5",
                           "--capacity", "20000"], 60, parse=json_rows)
         self.run("capture", [py, "benchmarks/update_capture.py", "--device", self.device, "--capacity", "20000",
-                             "--updates", "20" if small else "300"], 60, parse=json_rows)
+                             "--updates", "20" if small else "300"], 45, parse=json_rows)
         window = ["--warmup", "300", "--window", "300", "--buffer-size", "5000"] if small else \
-            ["--warmup", "2000", "--window", "12000"]
+            ["--warmup", "2000", "--window", "6000"]
         sweep = "2,4" if small else ",".join(map(str, SWEEP_ENVS))
         peer = ["--cleanrl", str(CLEANRL)] if CLEANRL.is_file() else []
         speed = self.run("throughput", [py, "benchmarks/throughput.py", "--device", self.device, *window,

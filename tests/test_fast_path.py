@@ -213,3 +213,10 @@ def test_a_peer_that_fails_is_reported_with_its_last_words(tmp_path):
     peer.write_text(PEER.replace('settings.get("fail")', "True"))
     with pytest.raises(RuntimeError, match="failed \\(exit status 1\\).*no ROM"):
         throughput.cleanrl_once(str(peer), "cpu", 300, 100, 2000, 0.5)
+
+
+def test_a_peer_that_is_not_there_is_refused_before_anything_runs(tmp_path):
+    out = subprocess.run([sys.executable, "benchmarks/throughput.py", "--device", "cpu", "--num-envs", "0",
+                          "--cleanrl", str(tmp_path / "missing.py")], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2 and "missing.py: no such file" in out.stderr and not out.stdout
