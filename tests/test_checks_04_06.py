@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from dqn_course.lab import checks
+from dqn_course.replay import FrameSharingMemory, NaiveDequeMemory, StackedRingMemory
 
 # -- notebook 04: stack_at --------------------------------------------------------------------------
 
@@ -118,6 +119,54 @@ class RingFloat(RingRight):
         super().__init__(capacity, item_shape, np.float32)
 
 
+class RingNoWrap(RingRight):
+    def add(self, item):
+        self.items[self.head] = item
+        self.head += 1
+        self.size = min(self.size + 1, self.capacity)
+
+
+class RingWrapsEarly(RingRight):
+    def add(self, item):
+        self.items[self.head] = item
+        self.head = (self.head + 1) % (self.capacity - 1)
+        self.size = min(self.size + 1, self.capacity)
+
+
+class RingWrapsToOne(RingRight):
+    def add(self, item):
+        self.items[self.head] = item
+        self.head = self.head + 1 if self.head + 1 < self.capacity else 1
+        self.size = min(self.size + 1, self.capacity)
+
+
+class RingLenGrows(RingRight):
+    def __len__(self):
+        return self.count
+
+    def add(self, item):
+        super().add(item)
+        self.count = getattr(self, "count", 0) + 1
+
+
+class RingFixedDtype(RingRight):
+    def __init__(self, capacity, item_shape, dtype=np.uint8):
+        super().__init__(capacity, item_shape, np.uint8)
+
+
+class RingKeepsGivenArrays(RingRight):
+    def __init__(self, capacity, item_shape, dtype=np.uint8):
+        super().__init__(capacity, item_shape, dtype)
+        self.items = [None] * capacity
+
+    def sample(self, batch_size, rng):
+        return np.stack([self.items[i] for i in rng.integers(0, self.size, size=batch_size)])
+
+
+class RingOfTheCourse(FrameSharingMemory):
+    """A subclass that inherits the course's ring: refused, whatever it would do."""
+
+
 class RingUnanswered:
     def __init__(self, capacity, item_shape, dtype=np.uint8):
         pass
@@ -142,9 +191,21 @@ def test_ring_right(capsys):
     (RingStopsWhenFull, "oldest"),
     (RingKeepsReferences, "references"),
     (RingFloat, "dtype"),
+    (RingFixedDtype, "float32"),
+    (RingNoWrap, "goes back to slot 0"),
+    (RingWrapsEarly, "never written"),
+    (RingWrapsToOne, "should hold"),
+    (RingLenGrows, "at most `capacity` items"),
+    (RingKeepsGivenArrays, "kept the array itself"),
 ])
 def test_ring_wrong(answer, hint):
     with pytest.raises(AssertionError, match=hint):
+        checks.check_ring(answer)
+
+
+@pytest.mark.parametrize("answer", [FrameSharingMemory, NaiveDequeMemory, StackedRingMemory, RingOfTheCourse])
+def test_ring_refuses_the_course_and_the_pages_imports(answer):
+    with pytest.raises(AssertionError, match="the course's or a library's function|not a function of yours"):
         checks.check_ring(answer)
 
 

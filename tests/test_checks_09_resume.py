@@ -1,10 +1,17 @@
-"""Notebook 09's resume exercise: the right Config passes; each wrong one raises with a hint; None just notes."""
+"""Notebook 09b's exercises, the resume and the atomic save: the right answer passes; each wrong one raises with a
+hint; the course's own code and the page's imports are refused; None just notes."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
+from pathlib import Path
 
 import pytest
 
+from dqn_course import checkpoint
+from dqn_course.checkpoint import write_checkpoint
+from dqn_course.lab import checks
 from dqn_course.lab.checks import check_resume_config
 from dqn_course.train import PRESETS, train
 
@@ -50,9 +57,149 @@ def test_solution_cell_passes_its_checks(stopped_run):
     """Notebook 09b's solution cell (committed without outputs, skipped by nbval), run on a stopped run."""
     from _solutions import run_solutions
 
-    from dqn_course.lab import checks
-
     cfg, out = stopped_run
-    printed = run_solutions("09b_surviving_crashes", {"checks": checks, "dataclasses": dataclasses, "run_cfg": cfg,
-                                                     "run_dir": out})
-    assert printed.count("✓") == 3, printed
+    printed = run_solutions("09b_surviving_crashes", {"checks": checks, "dataclasses": dataclasses, "os": os,
+                                                     "Path": Path, "run_cfg": cfg, "run_dir": out})
+    assert printed.count("✓") == 4, printed
+
+
+# -- notebook 09b: the atomic save ---------------------------------------------------------------------------------
+
+def save_right(path, write):
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+
+
+def save_in_place(path, write):
+    with open(path, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def save_without_fsync(path, write):
+    tmp = Path(str(path) + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+
+
+def save_fsync_unflushed(path, write):
+    tmp = Path(str(path) + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            os.fsync(f.fileno())  # Python's buffer still holds the tail
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+
+
+def save_rename_then_fsync(path, write):
+    tmp = Path(str(path) + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
+
+
+def save_elsewhere(path, write):
+    tmp = Path(path).parent.parent / f"state-{os.getpid()}.tmp"  # the folder above: renamed away, nothing left
+    with open(tmp, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def save_copying(path, write):
+    tmp = Path(str(path) + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    shutil.copyfile(tmp, path)
+    tmp.unlink()
+
+
+def save_leaves_tmp(path, write):
+    tmp = Path(str(path) + ".tmp")
+    with open(tmp, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def save_swallows_crash(path, write):
+    try:
+        save_right(path, write)
+    except Exception:
+        pass
+
+
+def save_unanswered(path, write):
+    pass
+
+
+def test_atomic_save_right(capsys):
+    assert checks.check_save_atomically(save_right) is True
+    assert capsys.readouterr().out.startswith("✓")
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (save_in_place, "never took its name by a rename"),
+    (save_without_fsync, "renamed without an fsync"),
+    (save_fsync_unflushed, "Python's own buffer"),
+    (save_rename_then_fsync, "renamed without an fsync"),
+    (save_elsewhere, "not beside state.ckpt"),
+    (save_copying, "never took its name by a rename"),
+    (save_leaves_tmp, r"left \['state.ckpt.tmp'\]"),
+    (save_swallows_crash, "did not reach the caller"),
+])
+def test_atomic_save_wrong(answer, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_save_atomically(answer)
+
+
+@pytest.mark.parametrize("answer", [write_checkpoint, checkpoint.replacing, shutil.copyfile, os.replace])
+def test_atomic_save_refuses_the_course_and_the_pages_imports(answer):
+    with pytest.raises(AssertionError, match="not yours|not a function of yours"):
+        checks.check_save_atomically(answer)
+
+
+def test_atomic_save_restores_os():
+    fsync, replace, rename = os.fsync, os.replace, os.rename
+    with pytest.raises(AssertionError):
+        checks.check_save_atomically(save_in_place)
+    checks.check_save_atomically(save_right)
+    assert (os.fsync, os.replace, os.rename) == (fsync, replace, rename)
+
+
+def test_atomic_save_unanswered(capsys):
+    assert checks.check_save_atomically(None) is None
+    assert checks.check_save_atomically(save_unanswered) is None
+    assert capsys.readouterr().out.count("Not answered yet") == 2

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from dqn_course.contracts import check_module
-from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _not_answered_yet, _passed)
+from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _not_answered_yet,
+                                        _passed, _require_own_function)
 
 
 _LIFE = "section 5, *Losing a life is not the end of an episode*"
@@ -16,6 +17,12 @@ _STACK_LIFE = f"too few frames stored again at each lost life: count the frames 
 
 
 _STACK96 = 4 * 96 * 96  # notebook 05's prediction: a 4-stack of 96x96 frames
+
+
+_HEAD = "the opening of notebook 05: the *write head* goes back to slot 0 after the last slot"
+
+
+_RING_METHODS = ("__init__", "add", "__len__", "sample")
 
 
 def check_stack_at(stack_at: Any) -> bool | None:
@@ -101,25 +108,40 @@ def check_ring(ring_class: Any) -> bool | None:
     """Notebook 05: a preallocated ring ``ring_class(capacity, item_shape, dtype)`` with
     ``add(item)``, ``len(ring)`` and ``sample(batch_size, rng)`` (an array of ``batch_size`` items).
 
-    Checked: it holds at most ``capacity`` items, overwrites the oldest first, samples only what it
-    holds (all of it, uniformly enough), keeps the dtype, and copies items into storage made once in
-    ``__init__`` instead of keeping the arrays it is given (measured with tracemalloc).
+    Refused first: a class whose ``__init__``, ``add``, ``__len__`` or ``sample`` is not the learner's own code (the
+    course's memories, which the page imports, or a subclass that inherits their methods). Then checked by behaviour:
+    it keeps the dtype it is given (uint8 and float32), holds at most ``capacity`` items and, added one at a time
+    past capacity, holds exactly the newest ``capacity`` after every add (the write head wraps at capacity, not one
+    slot early or late), copies each item (changing the array after ``add`` changes nothing stored), samples only what
+    it holds, all of it, and copies items into storage made once in ``__init__`` instead of keeping the arrays it is
+    given (measured with tracemalloc). Raises ``AssertionError`` with a hint naming the section.
     """
     if ring_class is None:
         return _not_answered_yet("write the ring class")
     assert isinstance(ring_class, type), f"pass the class itself, e.g. check_ring(Ring), got {ring_class!r}"
+    for name in _RING_METHODS:
+        _require_own_function(getattr(ring_class, name, None), f"{ring_class.__name__}.{name}(...)")
     import numpy as np
 
     from dqn_course.profiling import TraceMalloc
 
     rng = np.random.default_rng(505)
+    past_the_end = {"out of bounds": f"the head moved past the last slot: it goes back to slot 0 there ({_HEAD})"}
 
-    def item(v, shape=(2, 3)):
-        return np.full(shape, v, np.uint8)
+    def item(v, shape=(2, 3), dtype=np.uint8):
+        return np.full(shape, v, dtype)
+
+    def add(ring, x):
+        _call_learner(ring.add, (x,), "add(item)", past_the_end)
+
+    def held(ring, draws):
+        batch = np.asarray(ring.sample(draws, rng))
+        assert all(len(set(np.unique(x))) == 1 for x in batch), "each sampled item must be one whole stored item"
+        return set(int(x.flat[0]) for x in batch)
 
     ring = ring_class(5, (2, 3), np.uint8)
     for v in (10, 11, 12):
-        ring.add(item(v))
+        add(ring, item(v))
     batch = ring.sample(300, rng)
     if batch is None:
         return _not_answered_yet("sample() still returns None; return an array of sampled items")
@@ -130,21 +152,45 @@ def check_ring(ring_class: Any) -> bool | None:
         f"sampled items have dtype {batch.dtype}, the ring was made for uint8: preallocate storage with the "
         "dtype passed to __init__")
     assert len(ring) == 3, f"after 3 adds into capacity 5, len(ring) should be 3, got {len(ring)}"
-    assert all(len(set(np.unique(x))) == 1 for x in batch), "each sampled item must be one whole stored item"
-    got = set(int(x.flat[0]) for x in batch)
+    got = held(ring, 300)
     assert got <= {10, 11, 12}, (
         f"after adding items 10, 11, 12 the ring sampled {sorted(got)}: sample only the slots written so far "
         "(draw indices below len(ring))")
     assert got == {10, 11, 12}, f"300 draws from 3 items should see all of them, saw only {sorted(got)}"
-    for v in range(13, 17):
-        ring.add(item(v))
-    assert len(ring) == 5, f"after 7 adds into capacity 5, len(ring) should be 5, got {len(ring)}"
-    got = set(int(x.flat[0]) for x in np.asarray(ring.sample(500, rng)))
-    if got == {10, 11, 12, 13, 14}:
-        raise AssertionError("the ring stopped storing once full; it must overwrite the oldest item: after the "
-                             "last slot the write head wraps round to the first (the exercise's `add`)")
-    assert got == {12, 13, 14, 15, 16}, (
-        f"after adding items 10..16 into capacity 5 the ring should hold 12..16, it sampled {sorted(got)}")
+
+    floats = ring_class(3, (2,), np.float32)
+    add(floats, item(0.5, (2,), np.float32))
+    sampled = np.asarray(floats.sample(4, rng))
+    assert sampled.dtype == np.float32 and np.all(sampled == 0.5), (
+        f"a ring made for float32 returned {sampled.dtype} items {sampled.ravel()[:4]}, not 0.5: preallocate storage "
+        "with the dtype passed to __init__, not a fixed one")
+
+    given = item(7)
+    ring = ring_class(4, (2, 3), np.uint8)
+    add(ring, given)
+    given[:] = 99  # the caller reuses its array, as an environment's step does
+    assert held(ring, 50) == {7}, (
+        "changing an array after adding it changed what the ring holds: the ring kept the array itself, not a copy "
+        "of its values in a slot of its own (section 1: a deque keeps references, a ring copies into its slots)")
+    for v in range(8, 20):  # items 7..19 into capacity 4, one at a time, checked after every add
+        add(ring, item(v))
+        newest = set(range(max(7, v - 3), v + 1))
+        assert len(ring) == len(newest), (
+            f"after {v - 6} adds into capacity 4, len(ring) should be {len(newest)}, got {len(ring)}: a ring holds at "
+            "most `capacity` items")
+        got = held(ring, 400)
+        if got == newest:
+            continue
+        if v >= 11 and got == set(range(7, 11)):
+            hint = f"the ring stopped storing once full; it must overwrite the oldest item ({_HEAD})"
+        elif 0 in got:
+            hint = (f"a slot never written (its zeros) was sampled: the head wraps before it reaches the last slot, "
+                    f"so one slot is never filled ({_HEAD})")
+        else:
+            hint = (f"after the last slot the write head goes back to slot 0, so each add past capacity "
+                    f"overwrites the oldest item ({_HEAD})")
+        raise AssertionError(f"after adding items 7..{v} one at a time into capacity 4 the ring should hold "
+                             f"{sorted(newest)}, it sampled {sorted(got)}. Hint: {hint}.")
 
     big = ring_class(500, (84, 84), np.uint8)
     with TraceMalloc() as tm:
@@ -155,7 +201,8 @@ def check_ring(ring_class: Any) -> bool | None:
         "(a list or deque of references) or allocates per add. All the storage is made once, in __init__, with "
         "a slot for every item, and each add copies its item into a slot (the layouts drawn at the top, and section "
         "1: a deque keeps references, a ring copies into its own slots)")
-    return _passed("the ring holds the newest `capacity` items in storage made once, and samples only them")
+    return _passed("the ring keeps its dtype, copies each item into storage made once, holds the newest `capacity` "
+                   "items after every add past capacity (its head wraps at the last slot), and samples only them")
 
 
 PREDICTIONS.update({
@@ -232,13 +279,14 @@ QUESTIONS.update({
                        "c": "a fancy index needs the rows in one array; a deque's rows sit in linked blocks, reached "
                             "one index at a time (the opening *Why*, and section 2, *Slow: sampling time against "
                             "capacity*)"}),
-    "05.overhead_matters": ("c", "the Python objects per row stay the same size while the data shrinks: next to 128 "
-                                 "bytes, a few hundred bytes of objects are most of the memory",
-                            {"a": "the list, the float, the int and the array header are the same objects whatever "
-                                  "the array holds (section 1, *Fat: what one deque row costs besides pixels*)",
-                             "b": "the objects per row do not grow with the data: follow the deque's column from the "
-                                  "stack to the compressed frame (section 1, *Fat: what one deque row costs besides "
-                                  "pixels*)"}),
+    "05.ring_newest": ("a", "the head moves on one slot per item from slot 0 and wraps after slot 999, so item k went "
+                            "into slot (k − 1) mod 1,000: item 2,500 into slot 499, the 32 newest (items 2,469 to "
+                            "2,500) into slots 468 to 499; the head stands at slot 500, over the oldest item, 1,501",
+                      {"b": "the array fills from slot 0 to the end only on the first round; after that the head keeps "
+                            "going round, overwriting the oldest item wherever it is (the opening of this notebook: "
+                            "the write head)",
+                       "c": "the first item went into slot 0, where the head starts: count the slot of item 1, then "
+                            "of item 1,001 (the opening of this notebook: the write head)"}),
     "05.prefault": ("b", "a page costs RSS when it is first written, whatever is written: filling in the ones writes "
                          "every page at construction, as prefault does, while np.zeros leaves them unwritten until "
                          "frames arrive",

@@ -6,11 +6,18 @@ from pathlib import Path
 from typing import Any
 
 from dqn_course.contracts import check_module
-from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _check_number,
-    _not_answered_yet, _passed)
+from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _check_number,
+    _not_answered_yet, _passed, _require_own_function)
 
 
 _RESUME = "section 3, *Resume*"
+
+
+_ATOMIC = "section 1, the *Atomic* point"
+
+
+class SimulatedCrash(RuntimeError):
+    """What ``check_save_atomically``'s writer raises partway through a file: a crash in the middle of a save."""
 
 
 def _slot_overheads() -> dict[str, int]:
@@ -72,7 +79,7 @@ def check_min_compression_ratio(answer: Any) -> bool | None:
 
 
 def check_resume_config(cfg: Any, run_dir: str | Path) -> bool | None:
-    """Notebook 09: a ``Config`` that resumes the killed run in ``run_dir`` and trains it further.
+    """Notebook 09b: a ``Config`` that resumes the killed run in ``run_dir`` and trains it further.
 
     Right when ``cfg.resume`` names the run (its folder or one of its ``state-*.ckpt`` files), the
     checkpoint it picks passes ``records.load_resume`` (same replay shape), the logs go on in the same
@@ -108,6 +115,126 @@ def check_resume_config(cfg: Any, run_dir: str | Path) -> bool | None:
         f"({_RESUME})")
     return _passed(f"resumes from {path.name} at step {saved:,} and trains on to {cfg.total_steps:,} in the same "
                    f"folder")
+
+
+def check_save_atomically(save_atomically: Any) -> bool | None:
+    """Notebook 09b: ``save_atomically(path, write)`` saves a file so that a crash never leaves half of one.
+
+    ``write(f)`` writes the file's content into the open binary file ``f``. Right when the content goes to another
+    file in the same folder, reaches the disk (Python's buffer flushed, then ``os.fsync`` on that file: the check
+    reads the file's size at the ``fsync``) and only then takes the final name by ``os.replace`` (or ``os.rename``).
+    Checked by behaviour, in a temporary folder, with ``os.fsync``, ``os.replace`` and ``os.rename`` watched (and
+    restored afterwards): a first save; a writer that raises ``SimulatedCrash`` halfway, over a file saved before and
+    over no file (the crash must reach the caller, the final name keep the old content or stay absent, and the
+    temporary file be gone); an ``fsync`` that fails (the old file must stay whole). Nothing is timed. The course's
+    code, or any function the page imports, is refused. Raises ``AssertionError`` with a hint naming the section.
+    """
+    if save_atomically is None:
+        return _not_answered_yet("write save_atomically(path, write)")
+    _require_own_function(save_atomically, "save_atomically(path, write)")
+    import os
+    import tempfile
+    from pathlib import Path
+    from unittest import mock
+
+    call = "save_atomically(path, write)"
+    events: list[tuple] = []
+    real_fsync, real_replace, real_rename = os.fsync, os.replace, os.rename
+    failing_fsync = []  # while non-empty, fsync raises this OSError
+
+    def fsync(fd):
+        st = os.fstat(fd)
+        events.append(("fsync", st.st_ino, st.st_size))
+        if failing_fsync:
+            raise failing_fsync[0]
+        return real_fsync(fd)
+
+    def renamer(real):
+        def rename(src, dst, *args, **kwargs):
+            src_path = Path(os.fspath(src)).absolute()
+            ino = os.stat(src_path).st_ino if src_path.exists() else None
+            events.append(("rename", src_path, Path(os.fspath(dst)).absolute(), ino))
+            return real(src, dst, *args, **kwargs)
+        return rename
+
+    def writer(content, crash_at=None):
+        def write(f):
+            for i in range(0, len(content), 1_000):
+                if crash_at is not None and i >= crash_at:
+                    f.flush()  # the half written so far reaches the file, as it would before a crash
+                    raise SimulatedCrash(f"simulated crash after {i:,} of {len(content):,} bytes")
+                f.write(content[i:i + 1_000])
+        return write
+
+    old = bytes(range(256)) * 196 + b"old"  # 50,179 bytes: the last 1,000-byte chunk is partial
+    new = bytes(reversed(range(256))) * 196 + b"new"
+    with tempfile.TemporaryDirectory(prefix="atomic-") as folder, \
+            mock.patch.object(os, "fsync", fsync), mock.patch.object(os, "replace", renamer(real_replace)), \
+            mock.patch.object(os, "rename", renamer(real_rename)):
+        folder = Path(folder).absolute()
+        path = folder / "state.ckpt"
+
+        def others():
+            return sorted(p.name for p in folder.iterdir() if p != path)
+
+        result = _call_learner(save_atomically, (path, writer(old)), call)
+        if result is None and not path.exists() and not others() and not events:
+            return _not_answered_yet("save_atomically wrote nothing yet; write the file")
+        assert path.exists(), (
+            f"after a save there is no {path.name}: the temporary file takes the final name at the end ({_ATOMIC})")
+        assert path.read_bytes() == old, (
+            f"after a save, {path.name} should hold the {len(old):,} bytes write(f) wrote, it holds "
+            f"{path.stat().st_size:,}: call write with the open file, once, and keep all it writes")
+        renames = [e for e in events if e[0] == "rename" and e[2] == path]
+        assert renames, (f"{path.name} never took its name by a rename: a file written, or copied, under its final "
+                         f"name can be seen half done. Write another file and rename it over the old one, the one "
+                         f"step a crash cannot split ({_ATOMIC})")
+        _, tmp, _, tmp_ino = renames[-1]
+        assert tmp.parent == folder, (
+            f"the temporary file was written in {tmp.parent}, not beside {path.name}: a rename is atomic only within "
+            f"one file system, so the temporary file goes in the final file's folder ({_ATOMIC})")
+        synced = [e for e in events[:events.index(renames[-1])] if e[0] == "fsync" and e[1] == tmp_ino]
+        assert synced, (f"the temporary file was renamed without an fsync before: a power cut after the rename could "
+                        f"leave the final name on data still in RAM ({_ATOMIC}, and the fsync manual page it links)")
+        assert max(size for _, _, size in synced) == len(old), (
+            f"at its fsync the temporary file held {max(size for _, _, size in synced):,} of {len(old):,} bytes: the "
+            f"rest sat in Python's own buffer, which fsync does not see; flush the file object first ({_ATOMIC})")
+        assert not others(), f"after a save the folder also holds {others()}: only {path.name} should be left"
+
+        for what, target, before in (("over a file saved before", path, old),
+                                     ("over no file", folder / "fresh.ckpt", None)):
+            try:
+                _call_learner(save_atomically, (target, writer(new, crash_at=len(new) // 2)), call)
+            except AssertionError as e:
+                if "SimulatedCrash" not in str(e):
+                    raise
+            else:
+                raise AssertionError(f"a crash halfway through write(f), {what}, did not reach the caller: a run "
+                                     f"that saves must learn the save failed, so let the exception through")
+            now = target.read_bytes() if target.exists() else None
+            assert now == before, (
+                f"a crash halfway through write(f), {what}, left {target.name} "
+                + (f"holding {len(now):,} bytes of the half-written file" if now is not None else "missing")
+                + ": the final name must keep the whole old file (or none) until the new one is complete, and only "
+                f"a rename at the end gives the new file that name ({_ATOMIC})")
+            assert not others(), (f"a crash halfway through write(f), {what}, left {others()} in the folder: remove "
+                                  f"the temporary file when the writing fails, then let the error through ({_ATOMIC})")
+
+        failing_fsync.append(OSError(5, "Input/output error (simulated: the disk could not flush)"))
+        try:
+            _call_learner(save_atomically, (path, writer(new)), call)
+        except AssertionError as e:
+            if "Input/output error" not in str(e):
+                raise
+        finally:
+            failing_fsync.clear()
+        assert path.read_bytes() == old, (
+            f"an fsync that failed left {path.name} holding the new content: the rename came before the data was "
+            f"safely on disk; fsync first, rename once it succeeded ({_ATOMIC})")
+    return _passed(f"a save goes through a temporary file beside the final one, flushed and fsynced ({len(old):,} "
+                   f"bytes on disk at the fsync) before the rename; a crash halfway through, over an old file or none, "
+                   f"left the old file whole (or no file) and no temporary file, and a failed fsync left the old file "
+                   f"whole")
 
 
 PREDICTIONS.update({
