@@ -28,10 +28,64 @@ def killed_at_step(baseline_bytes, bytes_per_step, available_bytes):
     return (available_bytes - baseline_bytes) / bytes_per_step
 
 
-@pytest.mark.parametrize("check", [checks.check_bytes_per_transition, checks.check_killed_at_step])
+def own_preprocess(frame):
+    """The worked answer: the blog's values, cast after the slice, so the state owns its 8,400 bytes."""
+    return np.mean(frame, axis=2)[::2, ::2, None].astype(np.uint8)
+
+
+@pytest.mark.parametrize("check", [checks.check_bytes_per_transition, checks.check_killed_at_step,
+                                   checks.check_own_preprocess])
 def test_none_is_not_answered_yet(check, capsys):
     assert check(None) is None
     assert "Not answered yet" in capsys.readouterr().out
+
+
+def test_own_preprocess_right(capsys):
+    assert checks.check_own_preprocess(own_preprocess) is True
+    assert checks.check_own_preprocess(lambda f: np.mean(f, axis=2).astype(np.uint8)[::2, ::2, None].copy()) is True
+    out = capsys.readouterr().out
+    assert out.startswith("✓") and "the blog's recipe: 33," in out  # the 210 x 160 image the blog's view keeps
+
+
+@pytest.mark.parametrize("course", [naive.preprocess, functools.partial(naive.preprocess, cast=True),
+                                    lambda f: naive.preprocess(f).copy()])
+def test_own_preprocess_refuses_the_course_code(course):
+    with pytest.raises(AssertionError, match="course's own"):
+        checks.check_own_preprocess(course)
+
+
+@pytest.mark.parametrize("library", [np.ascontiguousarray, np.copy])
+def test_own_preprocess_refuses_what_the_page_imports(library):
+    with pytest.raises(AssertionError, match="not a function of yours|library"):
+        checks.check_own_preprocess(library)
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda f: np.mean(f, axis=2).astype(np.uint8)[::2, ::2, None], "view of a bigger array"),  # the blog's bug
+    (lambda f: np.mean(f, axis=2).astype(np.uint8)[::2, ::2][..., None], "view of a bigger array"),
+    (lambda f: np.mean(f, axis=2)[::2, ::2, None], "float64"),
+    (lambda f: np.mean(f, axis=2)[::2, ::2].astype(np.uint8), "channel"),
+    (lambda f: f[::2, ::2, :1], "differs from the blog's recipe"),  # a slice of the raw frame
+    (lambda f: f.mean(axis=2)[1::2, ::2, None].astype(np.uint8), "differs from the blog's recipe"),
+    (lambda f: [[0]], "NumPy array"),
+])
+def test_own_preprocess_wrong(wrong, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_own_preprocess(wrong)
+
+
+def test_own_preprocess_sees_a_state_that_keeps_the_raw_frame_alive():
+    """Right values, yet a reference to the raw frame rides along: the weak reference catches it."""
+    class State(np.ndarray):
+        pass
+
+    def keeps_frame(frame):
+        state = own_preprocess(frame).view(State)
+        state.frame = frame
+        return state
+
+    with pytest.raises(AssertionError, match="raw frame stays alive"):
+        checks.check_own_preprocess(keeps_frame)
 
 
 def test_bytes_per_transition_right(capsys):
@@ -40,7 +94,7 @@ def test_bytes_per_transition_right(capsys):
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    (lambda sa, ra, sb, rb: rb - ra, "divide by the steps"),
+    (lambda sa, ra, sb, rb: rb - ra, "not per step"),
     (lambda sa, ra, sb, rb: rb / sb, "baseline"),
     (lambda sa, ra, sb, rb: (ra - rb) / (sb - sa), "sign"),
     (lambda sa, ra, sb, rb: (rb - ra) / (sb - sa) / 2**20, "MiB"),
@@ -68,7 +122,7 @@ def test_killed_at_step_right(capsys):
 
 @pytest.mark.parametrize("wrong, hint", [
     (lambda b, s, a: math.inf if s <= 0 else a / s, "baseline is in RAM"),
-    (lambda b, s, a: math.inf if s <= 0 else (a + b) / s, "don't add"),
+    (lambda b, s, a: math.inf if s <= 0 else (a + b) / s, "does not add"),
     (lambda b, s, a: math.inf if s <= 0 else a / s / 2, "don't halve"),
     (lambda b, s, a: (a - b) / s, "ZeroDivisionError"),
     (lambda b, s, a: 0 if s <= 0 else (a - b) / s, "math.inf"),
@@ -101,8 +155,8 @@ def test_prediction_check_on_predict_calls(capsys):
 
 def test_notebook_01_solution_cell_passes_its_checks():
     """The solution cell is committed without outputs and skipped by nbval; it runs here instead."""
-    out = run_solutions("01_naive_agent", {"checks": checks, "naive": naive})
-    assert out.count("✓") == 4 and "Not answered yet" not in out
+    out = run_solutions("01_naive_agent", {"checks": checks, "naive": naive, "np": np})
+    assert out.count("✓") == 5 and "Not answered yet" not in out
 
 
 def test_notebook_01b_solution_cell_passes_its_checks():

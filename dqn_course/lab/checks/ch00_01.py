@@ -11,7 +11,7 @@ import numpy as np
 
 from dqn_course.contracts import check_module
 from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _not_answered_yet,
-                                        _passed, _require_number, _require_own_function)
+                                        _passed, _refuse_course_code, _require_number, _require_own_function)
 from dqn_course.profiling import rss_bytes
 
 RAW_SCREEN = (210, 160, 3)  # one raw Breakout screen: height x width x colour channels, uint8
@@ -139,12 +139,13 @@ def check_bytes_per_transition(bytes_per_transition) -> bool | None:
         if abs(got - expected) <= 1e-6 * max(1.0, abs(expected)):
             continue
         hints = [
-            (rss_b - rss_a, "that is the growth between the readings; divide by the steps between them"),
+            (rss_b - rss_a, "that is the growth between the readings, not per step: one transition is stored per step (section 3, "
+                                     "*Extrapolate*: the slope)"),
             (rss_b / step_b if step_b else float("nan"),
              "that divides the whole RSS by the step, baseline included (the interpreter, torch, the networks "
              "are there at step 0); use the difference of two readings"),
-            (-expected, "the sign is off: subtract the earlier reading from the later one (in the same order for "
-                        "steps and bytes)"),
+            (-expected, "the sign is off: RSS grows with the steps, so the later reading is the larger (section 2's "
+                        "plot)"),
             (expected / 2**20, "that is MiB; answer in bytes"),
             (expected / 1e6, "that is MB; answer in bytes"),
             (expected / 2, "one transition is stored per step: do not halve it (s and s' copies are already in "
@@ -196,9 +197,11 @@ def check_killed_at_step(killed_at_step) -> bool | None:
         hints = [
             (available / per_step, "the baseline is in RAM before the first step: only the RAM it leaves "
                                    "free is left for the memory to grow into"),
-            ((available + baseline) / per_step, "subtract the baseline from the available RAM, don't add it"),
+            ((available + baseline) / per_step, "the baseline takes its share of the RAM before the first step; it does not add to it "
+                                                "(section 3, *Extrapolate*)"),
             (available / per_step / 2, "bytes_per_step is already per transition (per step): don't halve it"),
-            (available - baseline - per_step, "divide what is left by the bytes per step"),
+            (available - baseline - per_step, "that is bytes, not a step number: what the baseline leaves is used up at a rate of so many "
+                                                    "bytes per step (section 3, *Extrapolate*)"),
         ]
         hint = next((h for value, h in hints if abs(got - value) <= 1),
                     "the process is killed once its growth, step after step, has used up the RAM "
@@ -286,6 +289,91 @@ def check_pretouch(pretouch) -> bool | None:
     return _passed(f"pretouch works: on fresh uint8 and float32 buffers of about {PRETOUCH_PAGES:,} pages each "
                    f"({page:,} bytes a page here), RSS grew by every page they span, and buffers that held data kept "
                    "their values")
+
+BLOG_STATE = (105, 80, 1)  # the blog's stored state: every second row and column of the gray image, a channel axis
+OWNED_SLACK = 1_024  # bytes a kept state may hold beyond its pixels: the array's header, tracemalloc's own records
+_VIEW_SECTION = "section 1: what a *view* is, and why the state it stores keeps the whole gray image alive"
+
+
+def _blog_state(frame: np.ndarray) -> np.ndarray:
+    """The blog's recipe, the reference values (``frames.blog_preprocess`` with its channel axis)."""
+    from dqn_course.lab.frames import blog_preprocess
+
+    return blog_preprocess(frame)[..., None]
+
+
+def _kept_alive(fn, frame: np.ndarray) -> tuple[np.ndarray, int, bool]:
+    """Call ``fn(frame)`` and return its result, the bytes that stay allocated while only that result is held
+    (measured with ``tracemalloc``: everything the call made and did not free), and whether ``frame`` itself is
+    still alive once the caller drops it (a weak reference to it, read after ``frame`` is deleted)."""
+    import tracemalloc
+    import weakref
+
+    frame = frame.copy()  # the only reference is ours, so dropping it frees it unless the result keeps it
+    alive = weakref.ref(frame)
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        got = _call_learner(fn, (frame,), "own_preprocess(frame)")
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        if started:
+            tracemalloc.stop()
+    del frame
+    gc.collect()
+    return got, held, alive() is not None
+
+
+def check_own_preprocess(own_preprocess) -> bool | None:
+    """Notebook 01: ``own_preprocess(frame)``, the blog's preprocessing fixed: from a raw 210x160x3 uint8 frame, the
+    same 105x80x1 uint8 values as the blog's recipe (``naive.preprocess``), in an array that keeps nothing else
+    alive.
+
+    Run on random frames (so every pixel matters). Its behaviour is measured, not its code read: while only the
+    result is held, ``tracemalloc`` counts the bytes the call left allocated, which must be the state's own
+    8,400 bytes (within ``OWNED_SLACK``), not the 33,600-byte gray image a view keeps; and a weak reference to the
+    raw frame must be dead once the frame is dropped. The course's functions, a wrapper around them and a library's
+    function are refused (``_refuse_course_code``, ``_require_own_function``). Once right, it prints the bytes
+    one stored state keeps alive with the blog's recipe and with the learner's, both measured the same way.
+    """
+    if own_preprocess is None:
+        return _not_answered_yet("write `own_preprocess(frame)` and pass the function")
+    _refuse_course_code(own_preprocess, "own_preprocess",
+                        "a preprocessing whose state owns its bytes (section 1, what a *view* is)")
+    _require_own_function(own_preprocess, "own_preprocess(frame)")
+    frames = _screens(RAW_SCREEN, 3, seed=10)
+    for frame in frames:
+        got, held, frame_alive = _kept_alive(own_preprocess, frame)
+        if got is None:
+            return _not_answered_yet("own_preprocess still returns None; return the stored state")
+        assert isinstance(got, np.ndarray), (
+            f"own_preprocess(frame) returned a {type(got).__name__}: return one NumPy array, the state the blog "
+            "stores (section 1, *Preprocessing*)")
+        assert got.shape == BLOG_STATE, (
+            f"own_preprocess(frame) returned shape {got.shape}: the blog stores 105 × 80 pixels with a channel "
+            "axis of 1 (section 1, *Preprocessing*)")
+        assert got.dtype == np.uint8, (
+            f"own_preprocess(frame) returned {got.dtype}: the gray mean is float64 until it is cast, one byte a "
+            "pixel is uint8 (section 1, *Preprocessing*, and the trap printed under it)")
+        expected = _blog_state(frame)
+        assert np.array_equal(got, expected), (
+            f"own_preprocess(frame) differs from the blog's recipe at {int(np.sum(got != expected)):,} of "
+            f"{got.size:,} pixels: keep its values (unweighted mean over the colours, cast, every second row and "
+            "column, section 1, *Preprocessing*); only where the bytes live changes")
+        assert not frame_alive, (
+            "the raw frame stays alive as long as your state does: the state reads the frame's bytes "
+            f"({_VIEW_SECTION})")
+        assert held <= got.nbytes + OWNED_SLACK, (
+            f"while your state is held, {held:,} bytes stay allocated for its {got.nbytes:,} bytes of pixels: it is "
+            f"a view of a bigger array, which it keeps alive ({_VIEW_SECTION}); the state must own its bytes")
+    _, blog_held, _ = _kept_alive(lambda f: _blog_state(f), frames[0])
+    return _passed(f"own_preprocess keeps the blog's values in a state that owns its bytes: while one state is "
+                   f"held, {held:,} bytes stay allocated (the blog's recipe: {blog_held:,}), and the raw frame is "
+                   "freed once dropped")
 
 
 _LEARNING = "section 1, *Learning*"
