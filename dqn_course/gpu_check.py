@@ -279,7 +279,8 @@ class Check:
         extra = ["--buffer-size", "20000", "--learning-starts", "2000", "--eval-episodes", "2"] if self.rehearsal \
             else []
         command = [sys.executable, "-m", "dqn_course.train", "--preset", "breakout-fast", "--device", self.device,
-                   "--num-envs", str(num_envs), "--out-dir", str(run), "--progress", "false", "--checkpoint-every", str(10**9), "--time-limit",
+                   "--num-envs", str(num_envs), "--out-dir", str(run), "--progress", "false", "--checkpoint-every",
+                   str(10**9), "--time-limit",
                    str(minutes), *extra]
         result = self.run("burst", command, hard, parse=lambda stdout: burst_result(stdout, run))
         for name in ("log.csv", "eval.csv", "checkpoint.pt"):

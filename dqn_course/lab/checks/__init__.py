@@ -26,7 +26,8 @@ from dqn_course.lab.checks.ch09 import check_min_compression_ratio, check_resume
 from dqn_course.lab.checks.ch10 import CHUNK_STEPS, FRAME_BYTES, STACK, check_chunk_bytes
 
 __all__ = ['REDO', 'check_prediction', 'Prediction', 'PREDICTIONS', 'QUESTIONS', 'check_prediction_of',
-           'check_question', 'check_next_stack', 'check_bytes_per_transition', 'check_killed_at_step', 'check_own_preprocess',
+           'check_question', 'check_next_stack', 'check_bytes_per_transition', 'check_killed_at_step',
+           'check_own_preprocess',
            'check_pretouch',
            'check_preprocess', 'check_stack_at', 'check_ring', 'PAIR_HINT', 'TD_BATCH', 'TD_N_ACTIONS', 'TD_GAMMA',
            'check_td_targets', 'TD_LOSS_BATCH', 'check_td_loss', 'check_updates_in_run', 'EPSILON_CASES',

@@ -139,8 +139,8 @@ def check_bytes_per_transition(bytes_per_transition) -> bool | None:
         if abs(got - expected) <= 1e-6 * max(1.0, abs(expected)):
             continue
         hints = [
-            (rss_b - rss_a, "that is the growth between the readings, not per step: one transition is stored per step (section 3, "
-                                     "*Extrapolate*: the slope)"),
+            (rss_b - rss_a, "that is the growth between the readings, not per step: one transition is stored per "
+                            "step (section 3, *Extrapolate*: the slope)"),
             (rss_b / step_b if step_b else float("nan"),
              "that divides the whole RSS by the step, baseline included (the interpreter, torch, the networks "
              "are there at step 0); use the difference of two readings"),
@@ -197,11 +197,11 @@ def check_killed_at_step(killed_at_step) -> bool | None:
         hints = [
             (available / per_step, "the baseline is in RAM before the first step: only the RAM it leaves "
                                    "free is left for the memory to grow into"),
-            ((available + baseline) / per_step, "the baseline takes its share of the RAM before the first step; it does not add to it "
-                                                "(section 3, *Extrapolate*)"),
+            ((available + baseline) / per_step, "the baseline takes its share of the RAM before the first step; it "
+                                                "does not add to it (section 3, *Extrapolate*)"),
             (available / per_step / 2, "bytes_per_step is already per transition (per step): don't halve it"),
-            (available - baseline - per_step, "that is bytes, not a step number: what the baseline leaves is used up at a rate of so many "
-                                                    "bytes per step (section 3, *Extrapolate*)"),
+            (available - baseline - per_step, "that is bytes, not a step number: what the baseline leaves is used "
+                                              "up at a rate of so many bytes per step (section 3, *Extrapolate*)"),
         ]
         hint = next((h for value, h in hints if abs(got - value) <= 1),
                     "the process is killed once its growth, step after step, has used up the RAM "
