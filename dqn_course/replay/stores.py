@@ -149,7 +149,7 @@ class ArrayStore(HostStore):
         self.array[k] = frame
 
     def put(self, slots: np.ndarray, frames: np.ndarray) -> None:
-        """Write ``frames`` (n, *frame_shape) at ``slots`` (n distinct ints) in one go."""
+        """Write ``frames``, shaped ``(n, *frame_shape)``, at ``slots`` (n distinct ints) in one go."""
         self.array[slots] = frames
 
     def __getitem__(self, index) -> np.ndarray:
@@ -241,7 +241,8 @@ class TorchFrames:
         self.bank._pending[self.offset + int(k)] = frame
 
     def put(self, slots: np.ndarray, frames: np.ndarray) -> None:
-        """Stage ``frames`` (n, *frame_shape) for ``slots`` (n distinct ints), copied with the next flush."""
+        """Stage ``frames``, shaped ``(n, *frame_shape)``, for ``slots`` (n distinct ints): copied at the next
+        flush."""
         self.bank._pending.update(zip((self.offset + np.asarray(slots, np.int64)).tolist(), frames))
 
     @contextlib.contextmanager
