@@ -187,7 +187,7 @@ def test_atomic_save_wrong(answer, hint):
 
 @pytest.mark.parametrize("answer", [write_checkpoint, checkpoint.replacing, shutil.copyfile, os.replace])
 def test_atomic_save_refuses_the_course_and_the_pages_imports(answer):
-    with pytest.raises(AssertionError, match="not yours|not a function of yours"):
+    with pytest.raises(AssertionError, match="course's own|not yours|not a function of yours"):
         checks.check_save_atomically(answer)
 
 

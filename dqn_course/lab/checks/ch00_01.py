@@ -11,7 +11,7 @@ import numpy as np
 
 from dqn_course.contracts import check_module
 from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _not_answered_yet,
-                                        _passed, _refuse_course_code, _require_number, _require_own_function)
+                                        _passed, _require_learners_code, _require_number)
 from dqn_course.profiling import rss_bytes
 
 RAW_SCREEN = (210, 160, 3)  # one raw Breakout screen: height x width x colour channels, uint8
@@ -55,11 +55,11 @@ def check_next_stack(next_stack) -> bool | None:
     twice in a row (s' becomes the next s). ``state`` must come back unchanged: a blog memory has already stored it
     as a transition's s. Once right, it prints the bytes of pixels one transition ``[s, a, r, s', done]`` holds with
     that s', and a million of them: the top rung of the course's memory ladder. The course's or a library's
-    function is refused (``_require_own_function``); any other failure raises ``AssertionError`` with a hint.
+    function is refused (``_require_learners_code``); any other failure raises ``AssertionError`` with a hint.
     """
     if next_stack is None:
         return _not_answered_yet("write `next_stack(state, screen)` and pass the function")
-    _require_own_function(next_stack, "next_stack(state, screen)")
+    _require_learners_code(next_stack, "next_stack(state, screen)")
     for shape, seed in ((RAW_SCREEN, 0), (GRAY_FRAME, 1)):
         frames = _screens(shape, STACK + 2, seed)
         state = frames[:STACK].copy()
@@ -245,12 +245,12 @@ def check_pretouch(pretouch) -> bool | None:
     before and after one call, and the growth must reach the pages the buffer spans, less ``PRETOUCH_SLACK`` pages
     (the page size is the OS's, ``mmap.PAGESIZE``; no timing is involved). Then a buffer that holds data, ``uint8``
     and ``float32``, must hold the same values after the call. The course's or a library's function is refused
-    (``_require_own_function``); a wrong one raises ``AssertionError`` with a hint, which names the likely mistake:
+    (``_require_learners_code``); a wrong one raises ``AssertionError`` with a hint, which names the likely mistake:
     no page written, a page counted in values instead of bytes (a quarter of a ``float32`` buffer), part of them.
     """
     if pretouch is None:
         return _not_answered_yet("write `pretouch(buf)` and pass the function")
-    _require_own_function(pretouch, "pretouch(buf)")
+    _require_learners_code(pretouch, "pretouch(buf)")
     page = mmap.PAGESIZE
     frame = GRAY_FRAME[0] * GRAY_FRAME[1] * 4  # one float32 84x84 frame, in bytes
     frames = -(-PRETOUCH_PAGES * page // frame)
@@ -337,14 +337,13 @@ def check_own_preprocess(own_preprocess) -> bool | None:
     result is held, ``tracemalloc`` counts the bytes the call left allocated, which must be the state's own
     8,400 bytes (within ``OWNED_SLACK``), not the 33,600-byte gray image a view keeps; and a weak reference to the
     raw frame must be dead once the frame is dropped. The course's functions, a wrapper around them and a library's
-    function are refused (``_refuse_course_code``, ``_require_own_function``). Once right, it prints the bytes
+    function are refused (``_require_learners_code``). Once right, it prints the bytes
     one stored state keeps alive with the blog's recipe and with the learner's, both measured the same way.
     """
     if own_preprocess is None:
         return _not_answered_yet("write `own_preprocess(frame)` and pass the function")
-    _refuse_course_code(own_preprocess, "own_preprocess",
-                        "a preprocessing whose state owns its bytes (section 1, what a *view* is)")
-    _require_own_function(own_preprocess, "own_preprocess(frame)")
+    _require_learners_code(own_preprocess, "own_preprocess(frame)",
+                           "a preprocessing whose state owns its bytes (section 1, what a *view* is)")
     frames = _screens(RAW_SCREEN, 3, seed=10)
     for frame in frames:
         got, held, frame_alive = _kept_alive(own_preprocess, frame)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dqn_course.contracts import check_module
 from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _not_answered_yet, _passed,
-                                        _refuse_course_code, _require_own_function)
+                                        _defined_by_learner, _is_course_object, _require_learners_code)
 
 
 CHECK_SIZES = (84, 42)  # the frame sizes check_preprocess asks for: the DQN standard, and section 5's smaller one
@@ -142,8 +142,8 @@ def check_preprocess(preprocess) -> bool | None:
 
     if preprocess is None:
         return _not_answered_yet("write `preprocess(prev, last, size)` and pass the function (no brackets)")
-    _require_own_function(preprocess, "preprocess(prev, last, size)")
-    _refuse_course_code(preprocess, "preprocess", f"gray, maximum and area averaging, as {_BY_HAND} describes")
+    _require_learners_code(preprocess, "preprocess(prev, last, size)",
+                           f"gray, maximum and area averaging, as {_BY_HAND} describes")
     steps = _preprocess_check_steps()
     for size in CHECK_SIZES:
         for i, (prev, last, frame) in enumerate(steps):
@@ -218,11 +218,12 @@ def check_scaled_net(net_class) -> bool | None:
     assert inspect.isclass(net_class) and issubclass(net_class, nn.Module), (
         f"pass your class itself, a subclass of torch.nn.Module, e.g. check_scaled_net(ScaledNet), got {net_class!r}")
     write = f"a module whose forward converts the uint8 batch and scales it itself ({_SCALE})"
-    _refuse_course_code(net_class, "ScaledNet", write)
+    _require_learners_code(net_class, "ScaledNet(body)", write)
     body, batches = _scaled_net_inputs()
     net = _call_learner(net_class, (body,), "ScaledNet(body)")
-    for module in net.modules():
-        _refuse_course_code(module, "a module inside ScaledNet", write)
+    for module in net.modules():  # the library's layers are welcome; the course's, or one of yours calling it, not
+        if _is_course_object(type(module)) or _defined_by_learner(type(module)):
+            _require_learners_code(module, f"the {type(module).__name__} inside ScaledNet", write)
     for name, batch in batches.items():
         given = batch.clone()
         with torch.no_grad():

@@ -6,7 +6,7 @@ from typing import Any
 
 from dqn_course.contracts import check_module
 from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _not_answered_yet,
-                                        _passed, _require_own_function)
+                                        _passed, _require_learners_code)
 
 
 _LIFE = "section 5, *Losing a life is not the end of an episode*"
@@ -119,8 +119,11 @@ def check_ring(ring_class: Any) -> bool | None:
     if ring_class is None:
         return _not_answered_yet("write the ring class")
     assert isinstance(ring_class, type), f"pass the class itself, e.g. check_ring(Ring), got {ring_class!r}"
+    write = f"a ring of your own, its storage made once and a write head that wraps ({_HEAD})"
+    _require_learners_code(ring_class, f"{ring_class.__name__}(capacity, item_shape, dtype)", write)
     for name in _RING_METHODS:
-        _require_own_function(getattr(ring_class, name, None), f"{ring_class.__name__}.{name}(...)")
+        assert hasattr(ring_class, name), f"{ring_class.__name__} has no `{name}`: the ring needs {_RING_METHODS}"
+        _require_learners_code(getattr(ring_class, name), f"{ring_class.__name__}.{name}(...)", write)
     import numpy as np
 
     from dqn_course.profiling import TraceMalloc

@@ -7,7 +7,7 @@ from typing import Any
 
 from dqn_course.contracts import check_module
 from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _check_number,
-    _not_answered_yet, _passed, _require_own_function)
+    _not_answered_yet, _passed, _require_learners_code)
 
 
 _RESUME = "section 3, *Resume*"
@@ -131,7 +131,7 @@ def check_save_atomically(save_atomically: Any) -> bool | None:
     """
     if save_atomically is None:
         return _not_answered_yet("write save_atomically(path, write)")
-    _require_own_function(save_atomically, "save_atomically(path, write)")
+    _require_learners_code(save_atomically, "save_atomically(path, write)")
     import os
     import tempfile
     from pathlib import Path

@@ -163,30 +163,6 @@ def _library_roots() -> list:
     return [Path(__file__).resolve().parents[2]] + [Path(f).resolve() for f in folders]
 
 
-def _require_own_function(fn, call: str) -> None:
-    """Raise ``AssertionError`` unless ``fn`` is a function the learner wrote: a ``def`` or a lambda (decorated or
-    not) whose code lies outside the course's package, the standard library and the installed packages.
-
-    An exercise checks the learner's code: the course's own helper, or a library function the page imports (a NumPy
-    method, say), could pass a behaviour check with none of the idea written. ``call`` is how the exercise calls
-    the function (``"pretouch(buf)"``), for the message.
-    """
-    import inspect
-    from pathlib import Path
-
-    name = call.split("(")[0]
-    assert callable(fn), f"pass the function itself, e.g. check_{name}({name}), got {fn!r}"
-    own = inspect.unwrap(fn)
-    assert inspect.isfunction(own), (
-        f"{fn!r} is not a function of yours: write {call} yourself, as a def in the notebook (the check runs "
-        "your code, not a library's)")
-    where = Path(own.__code__.co_filename).resolve()
-    library = next((root for root in _library_roots() if where.is_relative_to(root)), None)
-    assert library is None, (
-        f"{own.__module__}.{own.__qualname__} is the course's or a library's function, not yours: write {call} "
-        "yourself, as a def in the notebook (the check runs your code, not a library's)")
-
-
 def _call_learner(fn, args: tuple, call: str, hints: dict[str, str] | None = None):
     """Call a learner's function; an exception becomes an ``AssertionError`` naming the call, the exception, the
     line of the learner's code it came from and, when its message contains a key of ``hints``, that key's hint."""
@@ -235,33 +211,71 @@ def _course_names_read(fn) -> list[str]:
     return found + [name for name, cell in cells if _is_course_object(cell.cell_contents)]
 
 
-def _refuse_course_code(answer, what: str, write: str) -> None:
-    """Raise ``AssertionError`` when the learner's ``answer`` (a function, a class or an instance of one) is the
-    course's own code, a subclass of it, or code that calls it (a ``functools.partial`` or a bound method is looked
-    through): an exercise asks the learner to write the chapter's idea, so handing the check the reference, or a
-    wrapper around it, must not pass. ``what`` names the answer in the message, ``write`` says what to write
-    instead (the concept and the section of the page)."""
+def _defined_by_learner(obj) -> bool:
+    """Whether the function or class ``obj`` was written outside the course's package, the standard library and the
+    installed packages (in a notebook's cell, a script or a test). A function is judged by the file its code was
+    compiled from; a class by its own methods (any of them the learner's), or, with none, by the file of the module
+    it names (``__main__`` without a file is a notebook's)."""
+    import inspect
+    import sys
+    from pathlib import Path
+
+    if inspect.isclass(obj):
+        methods = [getattr(f, "__func__", f) for f in vars(obj).values()]
+        methods = [f for f in methods if inspect.isfunction(f)]
+        if methods:
+            return any(_defined_by_learner(f) for f in methods)
+        file = getattr(sys.modules.get(getattr(obj, "__module__", None) or ""), "__file__", None)
+        if file is None:
+            return getattr(obj, "__module__", None) == "__main__"
+    else:
+        file = obj.__code__.co_filename
+    where = Path(file).resolve()
+    return not any(where.is_relative_to(root) for root in _library_roots())
+
+
+def _require_learners_code(answer, call: str, write: str | None = None) -> None:
+    """Raise ``AssertionError`` unless ``answer`` is code the learner wrote: an exercise checks the learner's code,
+    and the course's reference, a library function the page imports or a wrapper around either could pass a
+    behaviour check with none of the idea written.
+
+    A function (a ``def`` or a lambda, decorated or not; a ``functools.partial`` or a bound method is looked through)
+    must be defined outside the course's package, the standard library and the installed packages; a class (or an
+    instance of one) must be defined there too, with no course class among its bases. Either way, no function of the
+    learner's that makes up the answer (the function, or the methods of the learner's classes in the class's MRO)
+    may read one of the course's objects, through its globals or the variables it closes over. ``call`` is how the
+    exercise calls the answer (``"pretouch(buf)"``, ``"Ring.add(item)"``), for the message; ``write`` says what to
+    write instead (the concept and the section of the page), by default a ``def`` of ``call`` in the notebook.
+    """
     import functools
     import inspect
 
-    while isinstance(answer, functools.partial) or inspect.ismethod(answer):
-        answer = answer.func if isinstance(answer, functools.partial) else answer.__func__
+    name = call.split("(")[0]
+    write = write or f"a def of {call} in the notebook (the check runs your code, not a library's)"
+    assert callable(answer), f"pass the function itself, e.g. check_{name}({name}), got {answer!r}"
+    while isinstance(answer, functools.partial) or inspect.ismethod(answer) or hasattr(answer, "__wrapped__"):
+        answer = (answer.func if isinstance(answer, functools.partial) else
+                  answer.__func__ if inspect.ismethod(answer) else inspect.unwrap(answer))
     if inspect.isfunction(answer):
-        owners = [inspect.unwrap(answer)]
-    else:
+        owners, functions = [answer], [answer]
+    elif inspect.isclass(answer) or not inspect.isroutine(answer):
         cls = answer if inspect.isclass(answer) else type(answer)
-        owners = [*([] if cls is answer else [answer]), *(c for c in inspect.getmro(cls) if c is not object)]
+        owners = [c for c in inspect.getmro(cls) if c is not object]
+        functions = [getattr(f, "__func__", f) for c in owners if _defined_by_learner(c) for f in vars(c).values()]
+        functions = [f for f in functions if inspect.isfunction(f)]
+    else:
+        raise AssertionError(f"{answer!r} is not a function of yours: the exercise is to write it yourself: {write}")
     course = next((o for o in owners if _is_course_object(o)), None)
     if course is not None:
-        name = getattr(course, "__qualname__", type(course).__qualname__)
-        raise AssertionError(f"{what} is the course's own `{name}` ({course.__module__}): the exercise is to "
-                             f"write it yourself: {write}")
-    functions = [o for o in owners if inspect.isfunction(o)] + [
-        f for cls in owners if inspect.isclass(cls) for f in vars(cls).values() if inspect.isfunction(f)]
+        raise AssertionError(f"`{call}` is the course's own `{course.__qualname__}` ({course.__module__}): the "
+                             f"exercise is to write it yourself: {write}")
+    if not _defined_by_learner(owners[0]):
+        raise AssertionError(f"`{call}` is {owners[0].__module__}.{owners[0].__qualname__}, a library's, not yours: "
+                             f"the exercise is to write it yourself: {write}")
     for fn in functions:
         read = _course_names_read(fn)
         if read:
-            raise AssertionError(f"{what} calls the course's own `{read[0]}`: the exercise is to write it "
+            raise AssertionError(f"`{call}` calls the course's own `{read[0]}`: the exercise is to write it "
                                  f"yourself: {write}")
 
 

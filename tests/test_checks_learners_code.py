@@ -1,0 +1,85 @@
+"""The one rule every coding exercise's check applies first (``core._require_learners_code``): the answer is code
+the learner wrote. The course's reference, a library's function, a subclass of a course class and a wrapper that
+calls the course's code are refused, each with a message naming what it is; the learner's own def, lambda,
+decorated function, partial, bound method and class pass."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from torch import nn
+
+from dqn_course.lab.checks.core import _require_learners_code
+from dqn_course.lab.frames import downsample
+from dqn_course.replay.frame_sharing import FrameSharingMemory
+
+
+def own(frame):
+    return frame.copy()
+
+
+class OwnRing:
+    def __init__(self, capacity):
+        self.capacity = capacity
+
+    def add(self, item):
+        return item
+
+
+class OwnNet(nn.Module):
+    def forward(self, x):
+        return x.float() / 255
+
+
+def calls_course(frame):
+    return downsample(frame)
+
+
+def closes_over_course():
+    helper = downsample
+    return lambda frame: helper(frame)
+
+
+class RingOverCourse:
+    def add(self, item):
+        return FrameSharingMemory
+
+
+class SubclassOfCourse(FrameSharingMemory):
+    pass
+
+
+@pytest.mark.parametrize("answer", [own, lambda frame: frame, functools.lru_cache(own), functools.partial(own),
+                                    OwnRing, OwnRing(3).add, OwnNet, OwnNet()],
+                         ids=["def", "lambda", "decorated", "partial", "class", "bound method", "module class",
+                              "module"])
+def test_the_learners_code_passes(answer):
+    assert _require_learners_code(answer, "f(x)") is None
+
+
+@pytest.mark.parametrize("answer, said", [
+    (downsample, "course's own `downsample`"),
+    (FrameSharingMemory, "course's own `FrameSharingMemory`"),
+    (SubclassOfCourse, "course's own `FrameSharingMemory`"),
+    (functools.partial(downsample), "course's own `downsample`"),
+    (calls_course, "calls the course's own `downsample`"),
+    (closes_over_course(), "calls the course's own `helper`"),
+    (RingOverCourse, "calls the course's own `FrameSharingMemory`"),
+    (np.copy, "not a function of yours|a library's, not yours"),
+    (np.ascontiguousarray, "not a function of yours"),
+    (np.sqrt, "a library's, not yours"),
+    (nn.Identity, "a library's, not yours"),
+    (nn.Identity(), "a library's, not yours"),
+    (len, "not a function of yours"),
+], ids=["reference", "course class", "subclass", "partial of it", "wrapper", "closure", "class calling it",
+        "numpy function", "numpy builtin", "ufunc", "library class", "library instance", "builtin"])
+def test_anything_else_is_refused_saying_what_it_is(answer, said):
+    with pytest.raises(AssertionError, match=said) as caught:
+        _require_learners_code(answer, "f(x)", "the idea of section 2")
+    assert "the idea of section 2" in str(caught.value) or "not a function of yours" in str(caught.value)
+
+
+def test_a_value_that_cannot_be_called_is_refused_naming_the_call():
+    with pytest.raises(AssertionError, match=r"pass the function itself, e.g. check_f\(f\), got 3"):
+        _require_learners_code(3, "f(x)")
