@@ -69,22 +69,26 @@ def grad_norm(parameters: Iterable[torch.Tensor], max_norm: float | None) -> tor
     return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in parameters]))
 
 
-def batch_to_tensors(batch: Batch, device: torch.device) -> dict[str, torch.Tensor]:
-    """Move a sampled batch to the device; frames stay uint8 on the way (4x fewer bytes to copy).
+def batch_to_tensors(batch: Batch, device: torch.device | str, upload: Uploader | None = None
+                     ) -> dict[str, torch.Tensor]:
+    """A sampled batch on ``device``, by field name: ``states``, ``actions``, ``rewards``, ``next_states``,
+    ``dones``, and ``weights`` when the batch has them (prioritized replay). Frames stay uint8 on the way (4x fewer
+    bytes to copy than float32).
 
-    Host arrays bound for a GPU go through pinned (page-locked) memory, so the copy is a DMA that
-    can overlap with the next Python work; tensors already on the device (device replay) stay put.
+    Host arrays go up through ``upload``, an ``Uploader`` to ``device`` (by default a new one for this call): on a
+    GPU through pinned buffers with non-blocking copies, so the host does not wait. Tensors already on the device
+    (device replay) stay put. Raises ``TypeError`` when ``upload`` is not an ``Uploader``, ``ValueError`` when it
+    goes to another kind of device.
     """
-    pin = device.type == "cuda"
-
-    def t(x):
-        x = torch.as_tensor(x)
-        if pin and x.device.type == "cpu":
-            x = x.pin_memory()
-        return x.to(device, non_blocking=True)
-
-    return {"states": t(batch.states), "actions": t(batch.actions), "rewards": t(batch.rewards),
-            "next_states": t(batch.next_states), "dones": t(batch.dones)}
+    device = torch.device(device)
+    upload = Uploader(device, depth=1) if upload is None else upload
+    if upload.device.type != device.type:
+        raise ValueError(f"batch_to_tensors: the uploader goes to {upload.device}, the batch to {device}")
+    names = ["states", "actions", "rewards", "next_states", "dones"] + ([] if batch.weights is None else ["weights"])
+    values = {name: getattr(batch, name) for name in names}
+    host = [name for name in names if not isinstance(values[name], torch.Tensor)]
+    values.update(zip(host, upload(*(np.asarray(values[name]) for name in host))))
+    return {name: value.to(device, non_blocking=True) for name, value in values.items()}
 
 
 class DQNAgent:
@@ -177,12 +181,10 @@ class DQNAgent:
         if batch.weights is not None and self.td_loss is not td_loss:
             raise ValueError("prioritized replay weights each transition's Huber loss; a loss function given "
                              "to the agent cannot take those weights: use the default td_loss with PER")
-        arrays = (batch.states, batch.actions, batch.rewards, batch.next_states, batch.dones)
-        states, actions, rewards, next_states, dones, *weights = self._upload(
-            *arrays, *(() if batch.weights is None else (batch.weights,)))  # one pinned copy each, no host wait
-        weights = weights[0] if weights else None
-        stats = self.gradient_step(states, actions, rewards, next_states, dones, weights, targets)
-        if weights is not None:
+        t = batch_to_tensors(batch, self.device, self._upload)  # one pinned copy each, no host wait
+        stats = self.gradient_step(t["states"], t["actions"], t["rewards"], t["next_states"], t["dones"],
+                                   t.get("weights"), targets)
+        if batch.weights is not None:
             self.last_td_errors = self._td_errors.cpu().numpy()
         return stats
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from dqn_course.agent import DQNAgent, batch_to_tensors
+from dqn_course.device import Uploader
 from dqn_course.lab.targets import per_sample_targets
 from dqn_course.networks import NatureCNN
 from dqn_course.replay import Batch
@@ -202,6 +203,25 @@ def test_batch_to_tensors_keeps_frames_uint8():
     assert t["states"].dtype == torch.uint8 and t["next_states"].dtype == torch.uint8
     assert t["actions"].dtype == torch.int64 and t["rewards"].dtype == torch.float32
     assert t["dones"].dtype == torch.float32 and t["states"].shape == (4, 4, 84, 84)
+    assert "weights" not in t
+
+
+def test_batch_to_tensors_carries_weights_and_keeps_tensors_where_they_are():
+    batch = random_batch(4)
+    states = torch.from_numpy(batch.states.copy())  # device replay hands over tensors already in place
+    weighted = batch._replace(states=states, weights=np.linspace(0.5, 1, 4, dtype=np.float32))
+    t = batch_to_tensors(weighted, "cpu", Uploader("cpu"))
+    assert t["states"] is states and torch.equal(t["next_states"], torch.from_numpy(batch.next_states))
+    assert t["weights"].dtype == torch.float32 and torch.equal(t["weights"], torch.from_numpy(weighted.weights))
+
+
+@pytest.mark.parametrize("upload, error, message", [
+    (Uploader("meta"), ValueError, "the uploader goes to meta, the batch to cpu"),
+    ("cpu", TypeError, "upload must be None or a dqn_course.device.Uploader"),
+])
+def test_batch_to_tensors_refuses_an_uploader_it_cannot_use(upload, error, message):
+    with pytest.raises(error, match=message):
+        batch_to_tensors(random_batch(2), "cpu", upload)
 
 
 @pytest.mark.parametrize("states, epsilon, message", [
