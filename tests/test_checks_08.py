@@ -1,36 +1,107 @@
 """Notebook 08's self-check (right passes, wrong raises with a hint, None only prints) and dqn_course.lab.per_demo."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
 from dqn_course.lab import checks
 from dqn_course.lab.bench import calls_per_second
 from dqn_course.lab.per_demo import VectorReplay, filled_trees, interleaved_ms, run_cartpole
-from dqn_course.per import importance_weights
+from dqn_course.per import PrioritizedMemory, importance_weights
 
-P = np.array(checks.IS_PROBABILITIES)
-N, BETA = checks.IS_N, checks.IS_BETA
-RIGHT = (N * P) ** -BETA / ((N * P) ** -BETA).max()
-
-# -- the exercise: importance-sampling weights ----------------------------------------------------------
+# -- the exercise: the learner's is_weights(probabilities, n, beta) ----------------------------------------
 
 
-@pytest.mark.parametrize("answer", [RIGHT, RIGHT.tolist(), [0.5, 0.5774, 0.7071, 1.0],
-                                    importance_weights(P, N, BETA), importance_weights(P, 10 * N, BETA)])
+def right_weights(probabilities, n, beta):
+    w = (n * np.asarray(probabilities, dtype=np.float64)) ** -beta
+    return w / w.max()
+
+
+def float32_weights(probabilities, n, beta):  # another right answer: float32, as PrioritizedMemory hands them
+    p = np.array(probabilities, np.float32)
+    w = np.power(n * p, -np.float32(beta))
+    return w / np.max(w)
+
+
+def loop_weights(probabilities, n, beta):  # a list, one weight at a time
+    raw = [(n * p) ** -beta for p in probabilities]
+    return [w / max(raw) for w in raw]
+
+
+@pytest.mark.parametrize("answer", [right_weights, float32_weights, loop_weights])
 def test_is_weights_right(answer, capsys):
     assert checks.check_is_weights(answer) is True
     assert capsys.readouterr().out.startswith("✓")
 
 
+def page_wrapper(probabilities, n, beta):
+    return importance_weights(probabilities, n, beta)
+
+
+@pytest.mark.parametrize("answer", [
+    importance_weights,  # the course's own
+    functools.partial(importance_weights),
+    page_wrapper,  # a def that calls it
+    lambda p, n, b: importance_weights(p, n, b),
+    PrioritizedMemory,  # a class the page imports
+    np.power,  # a library function
+])
+def test_is_weights_refuses_the_course_and_the_pages_imports(answer):
+    with pytest.raises(AssertionError, match="write it yourself"):
+        checks.check_is_weights(answer)
+
+
+def unnormalised(probabilities, n, beta):
+    return (n * np.asarray(probabilities)) ** -beta
+
+
+def wrong_sign(probabilities, n, beta):
+    w = (n * np.asarray(probabilities)) ** beta
+    return w / w.max()
+
+
+def by_the_sum(probabilities, n, beta):
+    w = (n * np.asarray(probabilities)) ** -beta
+    return w / w.sum()
+
+
+def beta_one(probabilities, n, beta):
+    w = 1 / (n * np.asarray(probabilities))
+    return w / w.max()
+
+
+def beta_fixed(probabilities, n, beta):  # right on the exercise's batch only
+    w = (n * np.asarray(probabilities)) ** -0.5
+    return w / w.max()
+
+
+def in_place(probabilities, n, beta):  # right values, but the batch's probabilities are overwritten
+    probabilities **= -beta
+    probabilities /= probabilities.max()
+    return probabilities
+
+
+def one_short(probabilities, n, beta):
+    w = (n * np.asarray(probabilities)) ** -beta
+    return (w / w.max())[:-1]
+
+
+def crashes(probabilities, n, beta):
+    return probabilities.weights
+
+
 @pytest.mark.parametrize("answer, hint", [
-    ((N * P) ** -BETA, "largest weight"),
-    ((N * P) ** BETA / ((N * P) ** BETA).max(), "exponent is -β"),
-    ((N * P) ** -BETA / ((N * P) ** -BETA).sum(), "not by the sum"),
-    (P.min() / P, "β = 0.5, not β = 1"),
-    ([1, 2, 3, 4], r"the formula of \*Why PER\*"),
-    ([0.5, 0.6, 0.7], "one number per sampled transition"),
-    ("weights", "four numbers"),
+    (unnormalised, "divide by the batch's largest weight"),
+    (wrong_sign, "exponent is -β"),
+    (by_the_sum, "not by the sum"),
+    (beta_one, "not 1"),
+    (beta_fixed, "with β = 0 nothing is corrected"),
+    (in_place, "changed the probabilities it was handed"),
+    (one_short, "one weight per transition"),
+    (crashes, "raised AttributeError"),
+    (lambda p, n, b: np.full(len(p), 0.25), r"the formula of \*Why PER\*"),
 ])
 def test_is_weights_wrong(answer, hint):
     with pytest.raises(AssertionError, match=hint):
@@ -40,6 +111,8 @@ def test_is_weights_wrong(answer, hint):
 def test_is_weights_unanswered(capsys):
     assert checks.check_is_weights(None) is None
     assert "Not answered yet" in capsys.readouterr().out
+    assert checks.check_is_weights(lambda p, n, b: None) is None
+    assert "returns None" in capsys.readouterr().out
 
 
 # -- per_demo ----------------------------------------------------------------------------------------------
