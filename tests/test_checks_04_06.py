@@ -15,8 +15,18 @@ from dqn_course.replay import FrameSharingMemory, NaiveDequeMemory, StackedRingM
 
 
 def stack_at_right(frames, first, t, stack=4):
-    start = int(np.flatnonzero(first[:t + 1])[-1])
-    return frames[np.maximum(np.arange(t - stack + 1, t + 1), start)]
+    slots = [t]
+    for _ in range(stack - 1):  # walk back; past slot 0 to the last slot; stay on an episode's first frame
+        k = slots[0]
+        slots.insert(0, k if first[k] else (k - 1) % len(frames))
+    return frames[slots]
+
+
+def stack_at_vectorised(frames, first, t, stack=4):
+    back = (t - np.arange(stack)) % len(frames)  # newest first
+    flagged = np.flatnonzero(first[back])
+    stop = flagged[0] if len(flagged) else stack - 1  # positions from the newest back to the episode's first frame
+    return frames[back[np.minimum(np.arange(stack), stop)][::-1]]
 
 
 def stack_at_across_episodes(frames, first, t, stack=4):
@@ -43,22 +53,77 @@ def stack_at_list(frames, first, t, stack=4):
     return list(stack_at_right(frames, first, t, stack))
 
 
-@pytest.mark.parametrize("answer", [stack_at_right, stack_at_list])
+def stack_at_no_wrap(frames, first, t, stack=4):
+    """Right in a ring that has not wrapped: the episode's start is looked for at or before slot t only."""
+    start = int(np.flatnonzero(first[:t + 1])[-1])
+    return frames[np.maximum(np.arange(t - stack + 1, t + 1), start)]
+
+
+def stack_at_stops_at_slot_0(frames, first, t, stack=4):
+    starts = np.flatnonzero(first[:t + 1])
+    return frames[np.maximum(np.arange(t - stack + 1, t + 1), starts[-1] if len(starts) else 0)]
+
+
+def stack_at_modulo_only(frames, first, t, stack=4):
+    return frames[np.arange(t - stack + 1, t + 1) % len(frames)]
+
+
+def stack_at_view(frames, first, t, stack=4):
+    if t >= stack - 1 and not first[t - stack + 2:t + 1].any():
+        return frames[t - stack + 1:t + 1]  # no padding needed: a slice, which is a view into the ring
+    return stack_at_right(frames, first, t, stack)
+
+
+@pytest.mark.parametrize("answer", [stack_at_right, stack_at_vectorised, stack_at_list])
 def test_stack_at_right(answer, capsys):
     assert checks.check_stack_at(answer) is True
-    assert capsys.readouterr().out.startswith("✓")
+    out = capsys.readouterr().out
+    assert out.startswith("✓") and "padded at an episode start" in out and "across the wrap" in out
 
 
 @pytest.mark.parametrize("answer, hint", [
     (stack_at_across_episodes, "previous episode"),
+    (stack_at_modulo_only, "previous episode"),
     (stack_at_zero_padding, "not zeros"),
     (stack_at_reversed, "reversed"),
     (stack_at_ignores_stack, "shape"),
     (lambda frames, first, t, stack=4: frames[t], "shape"),
+    (stack_at_no_wrap, r"raised IndexError.*once the head has wrapped.*section 4"),
+    (stack_at_stops_at_slot_0, r"stopped at slot 0.*ring's last slot.*section 4"),
+    (stack_at_view, r"view into the ring.*section 4"),
 ])
 def test_stack_at_wrong(answer, hint):
     with pytest.raises(AssertionError, match=hint):
         checks.check_stack_at(answer)
+
+
+def _stacks_of_the_course(frames, first, t, stack=4):
+    memory = FrameSharingMemory(len(frames), (stack, *frames.shape[1:]))
+    return memory.stacks_at(np.array([t]))[0][0]
+
+
+def _windows_of_the_course(frames, first, t, stack=4):
+    from dqn_course.replay.frame_sharing import stack_windows
+
+    index, _ = stack_windows(np.array([t]), first.__getitem__, stack, len(frames))
+    return frames[index[0, :stack]]
+
+
+@pytest.mark.parametrize("answer", ["FrameSharingMemory.stacks_at", "memory.stacks_at", "stack_windows",
+                                    "frame_numbers", "describe_ring", "numbered_transitions", "random_frames",
+                                    "np.take", "a def around stacks_at", "a def around stack_windows"])
+def test_stack_at_refuses_the_course_and_the_pages_imports(answer):
+    from dqn_course.envs import random_frames
+    from dqn_course.lab.toy import describe_ring, frame_numbers, numbered_transitions
+    from dqn_course.replay.frame_sharing import stack_windows
+
+    answers = {"FrameSharingMemory.stacks_at": FrameSharingMemory.stacks_at,
+               "memory.stacks_at": FrameSharingMemory(8, (4, 1, 1)).stacks_at, "stack_windows": stack_windows,
+               "frame_numbers": frame_numbers, "describe_ring": describe_ring,
+               "numbered_transitions": numbered_transitions, "random_frames": random_frames, "np.take": np.take,
+               "a def around stacks_at": _stacks_of_the_course, "a def around stack_windows": _windows_of_the_course}
+    with pytest.raises(AssertionError, match=r"write it yourself: a def .*section 2.*section 3.*section 4"):
+        checks.check_stack_at(answers[answer])
 
 
 def test_stack_at_unanswered(capsys):
@@ -300,7 +365,7 @@ def test_prediction_forgot_factor_near_one_matches_only_close_by():
 # Each named prediction with a measurement and inputs like its notebook's (data/executions.json keeps the answers).
 PREDICTION_EXAMPLES = {
     "01.predict_calls": (64, {}), "01b.page_rss": (204.8, {}), "02.ball_at_42": (46, {"gray": 110, "pixels": 8}),
-    "03.batch_over_255": (7_225_344, {}), "04.frames_stored": (55, {}), "05.deque_bytes": (37_266, {}),
+    "03.batch_over_255": (7_225_344, {}), "04.frames_stored": (55, {}), "05.deque_bytes": (56_957, {}),
     "06.step_calls": (65, {}), "06b.ladder_factor": (113.2, {}), "07.eps_at_900k": (0.109, {}),
     "07b.state_drop": (243.4, {"fixed": 27_044_444}), "08.walk_nodes": (18, {}),
     "09.noisy_ratio": (3.21, {"clean": 16.3}), "09b.checkpoint_mb": (380.6, {}),

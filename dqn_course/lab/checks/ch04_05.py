@@ -16,7 +16,7 @@ _STACK_LIFE = f"too few frames stored again at each lost life: count the frames 
               f"padding cannot rebuild ({_LIFE})"
 
 
-_STACK96 = 4 * 96 * 96  # notebook 05's prediction: a 4-stack of 96x96 frames
+_STACK84 = 4 * 84 * 84  # notebook 05's prediction: a 4-stack of 84x84 frames, copied twice per row
 
 
 _HEAD = "the opening of notebook 05: the *write head* goes back to slot 0 after the last slot"
@@ -25,20 +25,100 @@ _HEAD = "the opening of notebook 05: the *write head* goes back to slot 0 after 
 _RING_METHODS = ("__init__", "add", "__len__", "sample")
 
 
+_BY_INDEX = "section 2, *Building a stack by index*"
+_PADDING = "section 3, *Episode starts: padding*"
+_WRAP = "section 4, *The write head*"
+
+
+def _stack_cases():
+    """The rings ``check_stack_at`` reads, as (memory, transitions, wrapped): toy episodes (some one step long) in
+    rings that never wrap, with stacks of 2 to 5 frames; then rings whose head has wrapped: one game longer than
+    the ring (windows that cross from slot 0 back to the last slot), a game that starts exactly at slot 0 after a
+    wrap (with the previous game's last frame still in the last slot), and random episodes in small rings."""
+    import numpy as np
+
+    from dqn_course.lab.toy import numbered_transitions
+    from dqn_course.replay import FrameSharingMemory
+
+    rng = np.random.default_rng(404)
+    plans = []
+    for stack in (4, 4, 2, 3, 5):
+        lengths = [int(n) for n in rng.integers(1, 9, size=6)]
+        plans.append((lengths, stack, sum(lengths) + len(lengths), False))
+    plans += [([30], 4, 12, True), ([9, 6], 4, 10, True), ([9, 6], 3, 10, True)]
+    for stack in (4, 2, 5):
+        lengths = [int(n) for n in rng.integers(1, 12, size=5)]
+        plans.append((lengths, stack, int(rng.integers(stack + 4, 16)), True))
+    for lengths, stack, capacity, wrapped in plans:
+        lost = {int(i) for i in rng.choice(sum(lengths), size=3, replace=False)}
+        memory = FrameSharingMemory(capacity, (stack, 2, 3), seed=0)
+        transitions = numbered_transitions(lengths, stack, (2, 3), life_lost=lost)
+        for transition in transitions:
+            memory.add(*transition)
+        if wrapped != (memory.written > capacity):
+            raise RuntimeError("check_stack_at's ring did not wrap as planned: a bug in dqn_course, not in your "
+                               "answer; please report it")
+        yield memory, transitions, wrapped
+
+
+def _window(first, t: int, stack: int) -> list[int]:
+    """The slots of the stack whose newest frame is slot ``t``: walk back one slot at a time (past slot 0 to the
+    last slot), and stay on a slot flagged ``first`` once reached (its episode's padding)."""
+    idx = [t]
+    for _ in range(stack - 1):
+        k = idx[0]
+        idx.insert(0, k if first[k] else (k - 1) % len(first))
+    return idx
+
+
+def _stack_hint(got, frames, first, t: int, stack: int) -> str:
+    """What a wrong stack ``got`` most likely did: it is compared with the usual mistakes."""
+    import numpy as np
+
+    idx = _window(first, t, stack)
+    expected = frames[idx]
+    back = np.arange(t - stack + 1, t + 1)
+    crosses = any(i > t for i in idx)
+    starts = np.flatnonzero(first[:t + 1])
+    from_slot_0 = frames[np.maximum(back, starts[-1] if len(starts) else 0)]
+    zeros = expected.copy()
+    zeros[:idx.count(idx[0]) - 1] = 0
+    if np.array_equal(got, expected[::-1]):
+        return f"the order is reversed: oldest frame first, frames[t] last ({_BY_INDEX})"
+    if crosses and (np.array_equal(got, from_slot_0) or np.array_equal(got, frames[np.maximum(back, 0)])):
+        return (f"the window stopped at slot 0, but no episode starts there: the head has wrapped, so the slot "
+                f"before slot 0 is the ring's last slot, and the window goes on there ({_WRAP})")
+    if np.array_equal(got, frames[back % len(frames)]) or np.array_equal(got, frames[np.maximum(back, 0)]):
+        return (f"the stack reaches back across an episode start into the previous episode: a window stops at its "
+                f"episode's first frame, and copies of that frame fill the places before it ({_PADDING})")
+    if idx.count(idx[0]) > 1 and np.array_equal(got, zeros):
+        return f"positions before the episode's first frame repeat that first frame, not zeros ({_PADDING})"
+    if np.array_equal(got, np.repeat(frames[t:t + 1], stack, axis=0)):
+        return f"only an episode's first frame is repeated; later stacks hold consecutive frames ({_PADDING})"
+    return f"compare your stack with the expected one, frame by frame ({_BY_INDEX}, {_PADDING} and {_WRAP})"
+
+
 def check_stack_at(stack_at: Any) -> bool | None:
     """Notebook 04: ``stack_at(frames, first, t, stack=4)`` builds the state whose newest frame is ``frames[t]``.
 
-    ``frames`` holds one frame per step in order, ``first[k]`` is True where frame k starts an episode.
-    The answer is compared with ``FrameSharingMemory.stacks_at`` (and with the stacks the agent saw)
-    on random episodes, short ones and stacks of 2, 3 and 4 included.
+    ``frames`` is a ring's frame store, one frame per slot (shape (C, H, W)), ``first[k]`` is True where slot k holds
+    an episode's first frame; once the head has wrapped, the slot before slot 0 is the last slot. Refused first:
+    anything that is not the learner's own code (``FrameSharingMemory.stacks_at``, the course's ``stack_windows``, a
+    library function, or a def that calls them). Then checked by behaviour as well as value, against
+    ``FrameSharingMemory.stacks_at`` and the stacks the agent saw, for the state and next state of every valid slot:
+    windows padded at an episode start (never reaching into the previous game, even where it sits just before in the
+    ring), windows that cross from slot 0 to the last slot of a wrapped ring, stacks of 2 to 5 frames, and a result
+    that is a new array (overwriting the ring afterwards leaves it as it was). Raises ``AssertionError`` with a hint
+    naming the section.
     """
     if stack_at is None:
         return _not_answered_yet("write stack_at(frames, first, t, stack=4)")
-    assert callable(stack_at), f"pass the function itself, e.g. check_stack_at(stack_at), got {stack_at!r}"
+    _require_learners_code(stack_at, "stack_at(frames, first, t, stack=4)",
+                           f"a def that picks the window's frames by their slots ({_BY_INDEX}), stops at the "
+                           f"episode's first frame ({_PADDING}) and goes on past slot 0 at the last slot ({_WRAP})")
     import numpy as np
 
-    from dqn_course.lab.toy import frame_numbers, numbered_transitions
-    from dqn_course.replay import FrameSharingMemory
+    from dqn_course.lab.toy import frame_numbers
 
     def numbers(a):
         try:
@@ -46,62 +126,59 @@ def check_stack_at(stack_at: Any) -> bool | None:
         except Exception:  # the answer may not even be indexable; the hint still has to print
             return repr(a)
 
-    rng = np.random.default_rng(404)
-    checked = at_start = 0
-    for stack in (4, 4, 2, 3, 4):
-        lengths = [int(n) for n in rng.integers(1, 9, size=6)]
-        lost = {int(i) for i in rng.choice(sum(lengths), size=3, replace=False)}
-        shape = (stack, 2, 3)
-        memory = FrameSharingMemory(sum(lengths) + len(lengths), shape, seed=0)
-        truth = {}
-        for n, transition in enumerate(numbered_transitions(lengths, stack, shape[1:], life_lost=lost)):
-            memory.add(*transition)
-            truth[n] = transition
-        frames = memory.frames[:memory.written]
-        first = memory.first[:memory.written]
+    wrap_hints = {"out of bounds": f"once the head has wrapped, a window goes on past slot 0 at the ring's last "
+                                   f"slot, and its episode may have started there ({_WRAP})",
+                  "size 0": f"once the head has wrapped, the episode of slot t may have started near the ring's "
+                            f"end, after slot t: there is not always an episode start at or before it ({_WRAP})"}
+    checked = padded = crossed = 0
+    for memory, transitions, wrapped in _stack_cases():
+        stack = memory.stack
+        frames = np.asarray(memory.frames[:min(memory.written, memory.capacity)])
+        first = np.asarray(memory.first[:len(frames)], dtype=bool)
         slots = np.flatnonzero(memory.valid)
         states, next_states = memory.stacks_at(slots)
         for k, s, s2 in zip(slots, states, next_states):
-            seen = truth[int(memory.ids[k])]
+            seen = transitions[int(memory.ids[k])]
             if not (np.array_equal(s, seen[0]) and np.array_equal(s2, seen[3])):
                 raise RuntimeError("FrameSharingMemory disagrees with the stacks it was given: a bug in "
                                    "dqn_course, not in your answer; please report it")
-            for t, expected in ((int(k), s), (int(k) + 1, s2)):
-                got = stack_at(frames.copy(), first.copy(), t, stack=stack)
+            for t, expected in ((int(k), s), ((int(k) + 1) % len(frames), s2)):
+                idx = _window(first, t, stack)
+                if not np.array_equal(frames[idx], expected):
+                    raise RuntimeError("check_stack_at's window disagrees with FrameSharingMemory: a bug in "
+                                       "dqn_course, not in your answer; please report it")
+                given = frames.copy()
+                got = _call_learner(stack_at, (given, first.copy(), t, stack),
+                                    f"stack_at(frames, first, t={t}, stack={stack})", wrap_hints if wrapped else None)
                 if got is None:
                     return _not_answered_yet("stack_at still returns None; build the stack")
-                got = np.asarray(got)
-                start = int(np.flatnonzero(first[:t + 1])[-1])
-                where = (f"at t={t} with stack={stack} (frames numbered by step; this episode starts at "
-                         f"frame {start}): expected frames {numbers(expected)}, got {numbers(got)}")
-                assert got.shape == expected.shape, (
+                kept = np.array(got, copy=True)
+                ring = (f"a ring of {len(frames)} slots whose head has wrapped" if wrapped else
+                        f"{len(frames)} frames in step order")
+                start = (f"this episode starts at slot {idx[0]}" if first[idx[0]] else
+                         "no episode starts in the window")
+                where = (f"at t={t} with stack={stack}, in {ring} (frames numbered by step; {start}): expected "
+                         f"frames {numbers(expected)}, got {numbers(kept)}")
+                assert kept.shape == expected.shape, (
                     f"stack_at must return one array of shape (stack, H, W) = {expected.shape}, got shape "
-                    f"{got.shape} {where}. A stack is `stack` frames picked by their indices in one go (section 2, "
-                    "*Building a stack by index*).")
-                if np.array_equal(got, expected):
-                    checked += 1
-                    at_start += t - stack + 1 < start
-                    continue
-                idx = np.arange(t - stack + 1, t + 1)
-                no_episode = frames[np.maximum(idx, 0)]
-                zeros = np.where((idx < start)[:, None, None], 0, frames[np.maximum(idx, start)])
-                by_index = "section 2, *Building a stack by index*"
-                hint = f"compare your stack with the expected one, frame by frame ({by_index})"
-                if np.array_equal(got, expected[::-1]):
-                    hint = f"the order is reversed: oldest frame first, frames[t] last ({by_index})"
-                elif np.array_equal(got, no_episode):
-                    hint = ("the stack reaches back across an episode start into the previous episode: a window "
-                            "stops at its episode's first frame, and copies of that frame fill the places before it "
-                            "(section 3, *Episode starts: padding*)")
-                elif np.array_equal(got, zeros):
-                    hint = ("positions before the episode's first frame repeat that first frame, not zeros (section 3, "
-                            "*Episode starts: padding*)")
-                elif np.array_equal(got, np.repeat(frames[t:t + 1], stack, axis=0)):
-                    hint = ("only an episode's first frame is repeated; later stacks hold consecutive frames "
-                            "(section 3, *Episode starts: padding*)")
-                raise AssertionError(f"stack_at is wrong {where}. Hint: {hint}.")
-    return _passed(f"stack_at matches FrameSharingMemory on {checked} stacks, {at_start} of them padded "
-                   "at an episode start")
+                    f"{kept.shape} {where}. A stack is `stack` frames picked by their slots in one go ({_BY_INDEX}).")
+                if not np.array_equal(kept, expected):
+                    raise AssertionError(f"stack_at is wrong {where}. Hint: "
+                                         f"{_stack_hint(kept, frames, first, t, stack)}.")
+                given[:] = 255  # the head writes on: a stack taken before must not change with it
+                assert np.array_equal(np.array(got), kept), (
+                    f"stack_at's stack at t={t} changed when the ring's frames were overwritten afterwards: it is a "
+                    f"view into the ring, not a stack of its own. The head overwrites the oldest slot at every step "
+                    f"({_WRAP}), so a stack must be a new array: picking frames by their slots in one go copies them "
+                    f"({_BY_INDEX})")
+                checked += 1
+                padded += len(set(idx)) < stack
+                crossed += any(i > t for i in idx)
+    if not (padded and crossed):
+        raise RuntimeError("check_stack_at checked no padded or no wrapped window: a bug in dqn_course, not in your "
+                           "answer; please report it")
+    return _passed(f"stack_at matches FrameSharingMemory on {checked} stacks: {padded} padded at an episode start, "
+                   f"{crossed} across the wrap from slot 0 to the ring's last slot, each a new array")
 
 
 def check_ring(ring_class: Any) -> bool | None:
@@ -236,27 +313,29 @@ PREDICTIONS.update({
         "count each game's frames (one per transition, plus its last next-state frame: section 1) and, at each lost "
         "life, the frames of the state after it that padding cannot rebuild from its first frame (section 3, "
         f"*Episode starts: padding*, and {_LIFE})"),
-    "05.deque_bytes": Prediction("the deque's bytes per transition of 96x96 4-stacks", 0.005, lambda m: {
-        _STACK96: "that is the pixels alone: each row also keeps Python objects around its arrays (section 1, the "
-                  "pieces of a row)",
-        m + _STACK96: "each next state is passed on by reference as the next step's state, so a row's next state is "
-                      "the next row's state: one stack per transition (section 1, the first paragraph)",
-        m - _STACK96 + 9_216: "a deque row keeps whole stacks: one new frame per step is the frame-sharing ring's "
-                              "way (notebook 04)",
-        m - _STACK96 + 4 * 84 * 84: "that is section 1's 84 × 84 stack; these frames are 96 × 96"},
-        "a row keeps one stack of its own (its next state; its state is the row before's) and the Python objects "
+    "05.deque_bytes": Prediction("the bytes per transition of a deque that copies both stacks", 0.005, lambda m: {
+        2 * _STACK84: "that is the pixels alone (or a ring of s and s' stacks, with its 14 bytes a slot): each row "
+                      "also keeps the Python objects section 1 priced, and now one array header per stack (section 1, "
+                      "the pieces of a row)",
+        m - _STACK84: "with copies, a row's next state is no longer the next row's state: every row keeps two stacks "
+                      "of its own (section 1, the first paragraph, and what copying changes)",
+        m - 2 * _STACK84 + 2 * 84 * 84: "a deque row keeps whole stacks, four frames each: one new frame per step is "
+                                        "the frame-sharing ring's way (notebook 04)"},
+        "a row now keeps two stacks of its own, s and s', each with its array header, plus the Python objects "
         "section 1 priced, piece by piece, that nbytes counts"),
 })
 
 
 QUESTIONS.update({
-    "04.frames_per_transition": ("a", "the ring keeps each frame once, one new frame per step, whatever the stack's "
-                                      "length or the frame's size (plus one slot per episode)",
-                                 {"b": "that is one 5-frame stack per transition, the next-state-shared layout; a "
-                                       "frame-sharing ring rebuilds every stack by index (section 2, *Building a "
-                                       "stack by index*)",
-                                  "c": "that is s and s' stored as two stacks each, the layout the ring replaces "
-                                       "(section 1, *The same transitions in four memories*)"}),
+    "04.batch_bytes": ("a", "frame sharing saves what the memory keeps, not what a batch carries: stacks_at rebuilds "
+                            "each state and next state as a full stack when sampled, so a batch of 32 is 2 × 32 × 4 "
+                            "frames whichever memory it came from. Sending the 5-frame windows and building the "
+                            "stacks on the GPU would move five eighths, but that is another design",
+                       {"b": "the memory keeps one frame per transition; the network takes whole stacks, and "
+                             "section 2's stacks_at builds them, two per transition, when a batch is sampled",
+                        "c": "the window is read from the ring once, but stacks_at returns s and s′ as two full "
+                             "stacks, the three shared frames copied into both (section 2, *Building a stack by "
+                             "index*)"}),
     "04.episode_end": ("c", "the flag passed as episode_end is True at the cut, so padding restarts where it should; "
                             "the same flag as done makes the cut transition terminal: its target drops a future it "
                             "had (section 5's table: only done decides bootstrapping)",
@@ -274,14 +353,14 @@ QUESTIONS.update({
                        "c": "a next state is its state moved on by one frame, so a transition waits for one frame "
                             "after its slot, not eight; and a state reaches back only through its older frames "
                             "(section 2, *Building a stack by index*, and section 4, *The write head*)"}),
-    "05.deque_walk": ("b", "at a million rows the time goes into reaching the rows, not choosing them: deque[i] walks "
-                           "64-item blocks from the nearer end, whoever picked i",
-                      {"a": "choosing 32 positions costs little at any capacity; the part that grows with N is "
-                            "reaching each row (the opening *Why*, and section 2, *Slow: sampling time against "
-                            "capacity*)",
-                       "c": "a fancy index needs the rows in one array; a deque's rows sit in linked blocks, reached "
-                            "one index at a time (the opening *Why*, and section 2, *Slow: sampling time against "
-                            "capacity*)"}),
+    "05.list_per_batch": ("b", "the list is built again for every batch, and building it visits all 1,000,000 "
+                               "rows (a pointer each), where the 32 walks of random.sample skip through the deque's "
+                               "blocks 64 rows at a time: far more work, and it grows with N all the same",
+                          {"a": "reading a list by position costs one step, but the list must be built first, every "
+                                "batch: count the rows that building visits against the blocks 32 walks skip (the "
+                                "opening *Why*, and section 2, *Slow: sampling time against capacity*)",
+                           "c": "the list holds the same rows, but making it is not free: it visits every row of the "
+                                "deque, once per batch (the opening *Why*: what grows with N)"}),
     "05.ring_newest": ("a", "the head moves on one slot per item from slot 0 and wraps after slot 999, so item k went "
                             "into slot (k − 1) mod 1,000: item 2,500 into slot 499, the 32 newest (items 2,469 to "
                             "2,500) into slots 468 to 499; the head stands at slot 500, over the oldest item, 1,501",
