@@ -308,12 +308,15 @@ QUESTIONS.update({
                             "truncation and wrap-around*)",
                        "c": "NumPy does not clip when it casts integers: section 4, *Back into uint8: truncation and "
                             "wrap-around*, shows what happens to a value that does not fit"}),
-    "03.torch_division": ("b", "a true division of integers gives the library's default float: float64 in NumPy, "
-                               "float32 in PyTorch, the dtype NatureCNN's layers compute in",
-                          {"a": "the division is a true division, not an integer one: section 4, *The float64 trap*, "
-                                "shows what dividing integers gives",
-                           "c": "float64 is NumPy's default float (section 4, *The float64 trap*); the question says "
-                                "which is PyTorch's"}),
+    "03.torch_division": ("b", "PyTorch's / on an integer tensor is a true division and gives its default float, "
+                               "float32, whatever the layers hold; a layer refuses an input whose dtype is not its "
+                               "weights', so a float16 network must make the batch float16 itself before its first "
+                               "layer",
+                          {"a": "a division does not look at the layer that will read its result: section 4, *The "
+                                "float64 trap*, shows which dtype a true division of integers gives, and its last line "
+                                "names PyTorch's default float",
+                           "c": "dividing integers is a true division in PyTorch as in NumPy: section 4, *The float64 "
+                                "trap*, shows what it gives"}),
 })
 
 
