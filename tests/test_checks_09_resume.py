@@ -2,7 +2,6 @@
 hint; the course's own code and the page's imports are refused; None just notes."""
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -10,56 +9,153 @@ from pathlib import Path
 import pytest
 
 from dqn_course import checkpoint
-from dqn_course.checkpoint import write_checkpoint
+from dqn_course.checkpoint import (CheckpointError, latest_checkpoint, list_checkpoints, read_checkpoint,
+                                   write_checkpoint)
 from dqn_course.lab import checks
-from dqn_course.lab.checks import check_resume_config
-from dqn_course.train import PRESETS, train
 
 
-@pytest.fixture(scope="module")
-def stopped_run(tmp_path_factory):
-    """A quick-preset run the watchdog stops at its first step, leaving state-0000000001.ckpt."""
-    out = tmp_path_factory.mktemp("run")
-    cfg = dataclasses.replace(PRESETS["quick"], out_dir=str(out), progress=False, prefault=False, max_rss_gb=1e-6)
-    assert train(cfg)["stopped"]
-    return dataclasses.replace(cfg, max_rss_gb=0.0), out
+# -- notebook 09b: the checkpoint a resume reads -------------------------------------------------------------------
+
+def _steps(folder):
+    """The run's checkpoints in ``folder`` and their steps, by name only (state-<digits>.ckpt)."""
+    digits = {p: p.name[len("state-"):-len(".ckpt")] for p in Path(folder).iterdir()
+              if p.name.startswith("state-") and p.name.endswith(".ckpt")}
+    return {p: int(d) for p, d in digits.items() if d.isdigit()}
 
 
-def test_right_answer_passes(stopped_run, capsys):
-    cfg, out = stopped_run
-    assert check_resume_config(dataclasses.replace(cfg, resume=str(out), total_steps=3_000), out)
-    assert capsys.readouterr().out.startswith("✓ resumes from state-0000000001.ckpt at step 1")
-    assert check_resume_config(dataclasses.replace(cfg, resume=str(out / "state-0000000001.ckpt")), out)
+def pick_right(folder):
+    steps = _steps(folder)
+    for path in sorted(steps, key=steps.get, reverse=True):
+        try:
+            read_checkpoint(path)
+        except CheckpointError:
+            continue
+        return path
+    return None
 
 
-@pytest.mark.parametrize("change, hint", [
-    ({}, "resume is empty"),
-    ({"resume": "elsewhere"}, "is not the killed run"),
-    ({"resume": "RUN", "out_dir": "other"}, "writes where it was"),
-    ({"resume": "RUN", "buffer_size": 20_000}, "would be refused: .*buffer_size: saved 10000, now 20000"),
-    ({"resume": "RUN", "total_steps": 1}, "not beyond the checkpoint's step 1"),
+def pick_by_text(folder):  # the names sorted as text: state-900 after state-1000
+    for path in sorted(_steps(folder), reverse=True):
+        try:
+            read_checkpoint(path)
+        except CheckpointError:
+            continue
+        return path
+    return None
+
+
+def pick_by_time(folder):  # the file touched last
+    for path in sorted(_steps(folder), key=lambda p: p.stat().st_mtime, reverse=True):
+        try:
+            read_checkpoint(path)
+        except CheckpointError:
+            continue
+        return path
+    return None
+
+
+def pick_with_tmp(folder):  # .tmp files read as checkpoints too
+    names = {p: p.name.split(".")[0][len("state-"):] for p in Path(folder).iterdir()
+             if p.name.startswith("state-") and p.name.endswith((".ckpt", ".ckpt.tmp"))}
+    for path in sorted((p for p, d in names.items() if d.isdigit()), key=lambda p: int(names[p]), reverse=True):
+        try:
+            read_checkpoint(path)
+        except CheckpointError:
+            continue
+        return path
+    return None
+
+
+def pick_any_name(folder):  # every file but .tmp ones, by the digits in its name: state-400.ckpt.bak is read too
+    def step(p):
+        return int("".join(c for c in p.name if c.isdigit()) or 0)
+
+    for path in sorted((p for p in Path(folder).iterdir() if p.suffix != ".tmp"), key=step, reverse=True):
+        try:
+            read_checkpoint(path)
+        except CheckpointError:
+            continue
+        return path
+    return None
+
+
+def pick_unchecked(folder):  # the newest name, never read
+    steps = _steps(folder)
+    return max(steps, key=steps.get) if steps else None
+
+
+def pick_one_back(folder):  # a damaged newest file: only the one before is tried
+    steps = sorted(_steps(folder), key=_steps(folder).get, reverse=True)
+    if not steps:
+        return None
+    try:
+        read_checkpoint(steps[0])
+        return steps[0]
+    except CheckpointError:
+        return steps[1] if len(steps) > 1 else None
+
+
+def pick_raises_when_none(folder):
+    found = pick_right(folder)
+    if found is None:
+        raise FileNotFoundError(f"no checkpoint to resume in {folder}")
+    return found
+
+
+def pick_lets_refusal_through(folder):
+    steps = _steps(folder)
+    if not steps:
+        return None
+    newest = max(steps, key=steps.get)
+    read_checkpoint(newest)
+    return newest
+
+
+def pick_unanswered(folder):
+    return None
+
+
+def test_checkpoint_to_resume_right(capsys):
+    assert checks.check_checkpoint_to_resume(pick_right) is True
+    assert capsys.readouterr().out.startswith("✓")
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (pick_by_text, "as text 900 sorts after 1000"),
+    (pick_by_time, "as text 900 sorts after 1000"),
+    (pick_with_tmp, "a .tmp file is a save that may not have finished"),
+    (pick_any_name, "is one of the run's checkpoints"),
+    (pick_unchecked, "fails its checks is passed over"),
+    (pick_one_back, "keep passing over refused files"),
+    (pick_raises_when_none, "raised FileNotFoundError"),
+    (pick_lets_refusal_through, r"raised CheckpointError.*Hint: a file that fails its checks is passed over"),
 ])
-def test_wrong_answers_raise_with_a_hint(stopped_run, change, hint):
-    cfg, out = stopped_run
-    change = {k: str(out) if v == "RUN" else v for k, v in change.items()}
+def test_checkpoint_to_resume_wrong(answer, hint):
     with pytest.raises(AssertionError, match=hint):
-        check_resume_config(dataclasses.replace(cfg, **change), out)
-    with pytest.raises(AssertionError, match="should be a dqn_course.train.Config"):
-        check_resume_config({"resume": str(out)}, out)
+        checks.check_checkpoint_to_resume(answer)
 
 
-def test_none_is_not_answered_yet(tmp_path, capsys):
-    assert check_resume_config(None, tmp_path) is None
-    assert "Not answered yet" in capsys.readouterr().out
+@pytest.mark.parametrize("answer", [latest_checkpoint, list_checkpoints, read_checkpoint, checkpoint.checkpoint_step,
+                                    lambda folder: latest_checkpoint(folder)[2],
+                                    lambda folder: list_checkpoints(folder)[-1]])
+def test_checkpoint_to_resume_refuses_the_course_and_the_pages_imports(answer):
+    with pytest.raises(AssertionError, match="course's own|not yours|not a function of yours"):
+        checks.check_checkpoint_to_resume(answer)
 
 
-def test_solution_cell_passes_its_checks(stopped_run):
-    """Notebook 09b's solution cell (committed without outputs, skipped by nbval), run on a stopped run."""
+def test_checkpoint_to_resume_unanswered(capsys):
+    assert checks.check_checkpoint_to_resume(None) is None
+    assert checks.check_checkpoint_to_resume(pick_unanswered) is None
+    assert capsys.readouterr().out.count("Not answered yet") == 2
+
+
+def test_solution_cell_passes_its_checks():
+    """Notebook 09b's solution cell (committed without outputs, skipped by nbval)."""
     from _solutions import run_solutions
 
-    cfg, out = stopped_run
-    printed = run_solutions("09b_surviving_crashes", {"checks": checks, "dataclasses": dataclasses, "os": os,
-                                                     "Path": Path, "run_cfg": cfg, "run_dir": out})
+    printed = run_solutions("09b_surviving_crashes", {"checks": checks, "os": os, "Path": Path,
+                                                     "read_checkpoint": read_checkpoint,
+                                                     "CheckpointError": CheckpointError})
     assert printed.count("✓") == 4, printed
 
 
@@ -161,6 +257,37 @@ def save_swallows_crash(path, write):
         pass
 
 
+def save_swallows_fsync_error(path, write):  # a failed fsync ignored: the .tmp file stays, the caller never knows
+    tmp = Path(str(path) + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    with open(tmp, "rb+") as f:
+        try:
+            os.fsync(f.fileno())
+        except OSError:
+            return
+    os.replace(tmp, path)
+
+
+def save_fsync_error_leaves_tmp(path, write):  # the error reaches the caller, the .tmp file stays
+    tmp = Path(str(path) + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    with open(tmp, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def save_unanswered(path, write):
     pass
 
@@ -179,6 +306,8 @@ def test_atomic_save_right(capsys):
     (save_copying, "never took its name by a rename"),
     (save_leaves_tmp, r"left \['state.ckpt.tmp'\]"),
     (save_swallows_crash, "did not reach the caller"),
+    (save_swallows_fsync_error, "an fsync that failed .*did not reach the caller"),
+    (save_fsync_error_leaves_tmp, r"an fsync that failed left \['state.ckpt.tmp'\]"),
 ])
 def test_atomic_save_wrong(answer, hint):
     with pytest.raises(AssertionError, match=hint):

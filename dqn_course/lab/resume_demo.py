@@ -1,6 +1,6 @@
 """Notebook 09b's experiments on checkpoints: pickle against raw arrays, and a training run killed with SIGKILL.
 
-``pickle_vs_arrays`` answers the posts that pickled their deque of tuples and found saving "extremely
+``pickle_vs_arrays`` answers the posts that pickled their deque of transitions and found saving "extremely
 slow". ``start_run`` / ``wait_for_checkpoint`` / ``kill_hard`` drive the training CLI in
 a child process, so the notebook (and tests/test_resume.py) can pull the plug on a real run.
 """
@@ -52,7 +52,7 @@ def pickle_vs_arrays(pool: FramePool, n: int, folder: str | os.PathLike) -> list
         with open(path, "rb") as f:
             pickle.load(f)
 
-    rows.append({"way": "pickle of the deque of tuples", "transitions": n, "seconds_save": _timed(save_pickle),
+    rows.append({"way": "pickle of the deque of lists", "transitions": n, "seconds_save": _timed(save_pickle),
                  "bytes": path.stat().st_size, "seconds_load": _timed(load_pickle)})
     path.unlink()
     path = folder / "ring.ckpt"

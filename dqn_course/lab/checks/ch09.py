@@ -10,7 +10,7 @@ from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _cal
     _not_answered_yet, _passed, _require_learners_code)
 
 
-_RESUME = "section 3, *Resume*"
+_DAMAGED = "section 3, *A damaged checkpoint*"
 
 
 _ATOMIC = "section 1, the *Atomic* point"
@@ -78,43 +78,122 @@ def check_min_compression_ratio(answer: Any) -> bool | None:
         close=lambda a, b: abs(a - b) <= 0.005 * abs(b), show=",.4g")
 
 
-def check_resume_config(cfg: Any, run_dir: str | Path) -> bool | None:
-    """Notebook 09b: a ``Config`` that resumes the killed run in ``run_dir`` and trains it further.
+def check_checkpoint_to_resume(checkpoint_to_resume: Any) -> bool | None:
+    """Notebook 09b: ``checkpoint_to_resume(folder)`` picks the file a resume reads: the newest checkpoint in
+    ``folder`` that passes its checks, or ``None`` when none does.
 
-    Right when ``cfg.resume`` names the run (its folder or one of its ``state-*.ckpt`` files), the
-    checkpoint it picks passes ``records.load_resume`` (same replay shape), the logs go on in the same
-    folder and ``total_steps`` lies beyond the step that checkpoint saved.
+    Right when it returns the path of the ``state-<digits>.ckpt`` file with the largest step (the number in its
+    name) that ``read_checkpoint`` accepts. Checked by behaviour, in temporary folders of small real checkpoints
+    written by ``write_checkpoint``: two good files; steps that sort otherwise as text or by modification time
+    (``state-900.ckpt`` and ``state-1000.ckpt``); a newer complete ``.tmp`` file and other names beside
+    checkpoints (``state-abc.ckpt``, ``state-<digits>.ckpt.bak``, ``notes.txt``), all of them holding a valid
+    checkpoint; a newest file with one bit flipped, one cut short, and both in a row; a folder of damaged files only;
+    an empty folder. The learner's function may call ``read_checkpoint`` and catch ``CheckpointError``; the course's
+    own ``latest_checkpoint``, ``list_checkpoints`` or any other of its code is refused (``_require_learners_code``).
+    Raises ``AssertionError`` with a hint naming the section; prints a note (no error) while the function returns
+    ``None`` for a folder of two good checkpoints.
     """
-    if cfg is None:
-        return _not_answered_yet("set `resume_cfg` to a Config that resumes the run")
+    if checkpoint_to_resume is None:
+        return _not_answered_yet("write checkpoint_to_resume(folder)")
+    from dqn_course.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
+
+    call = "checkpoint_to_resume(folder)"
+    _require_learners_code(checkpoint_to_resume, call, allowed=(read_checkpoint, CheckpointError))
+    import os
+    import tempfile
     from pathlib import Path
 
-    from dqn_course.checkpoint import CheckpointError
-    from dqn_course.train import Config, load_resume
+    import numpy as np
 
-    assert isinstance(cfg, Config), (
-        f"resume_cfg should be a dqn_course.train.Config (a copy of the run's, with the fields to change), "
-        f"got {type(cfg).__name__}")
-    run_dir = Path(run_dir).resolve()
-    assert cfg.resume, ("resume is empty, so this run would start from scratch: a resume names the run it carries "
-                        f"on ({_RESUME})")
-    target = Path(cfg.resume).resolve()
-    assert target == run_dir or target.parent == run_dir, (
-        f"resume={cfg.resume!r} is not the killed run: a resume names the killed run's folder or one of its "
-        f"checkpoints ({_RESUME})")
-    assert Path(cfg.out_dir).resolve() == run_dir, (
-        f"out_dir={cfg.out_dir!r}: a resumed run writes where it was, so that log.csv and the checkpoints carry on "
-        f"({_RESUME})")
-    try:
-        _, meta, path = load_resume(cfg)
-    except CheckpointError as e:
-        raise AssertionError(f"this resume would be refused: {e}") from None
-    saved = meta["counters"]["step"]
-    assert cfg.total_steps > saved, (
-        f"total_steps={cfg.total_steps:,} is not beyond the checkpoint's step {saved:,}: the run would stop at once "
-        f"({_RESUME})")
-    return _passed(f"resumes from {path.name} at step {saved:,} and trains on to {cfg.total_steps:,} in the same "
-                   f"folder")
+    def good(folder: Path, name: str, step: int) -> Path:
+        path = folder / name
+        write_checkpoint(path, {"weights": np.arange(step % 97 + 3, dtype=np.float32)}, {"counters": {"step": step}})
+        return path
+
+    def flipped(folder: Path, name: str, step: int) -> Path:
+        data = bytearray(good(folder, name, step).read_bytes())
+        data[len(data) // 2] ^= 0x01
+        (folder / name).write_bytes(bytes(data))
+        return folder / name
+
+    def cut(folder: Path, name: str, step: int) -> Path:
+        data = good(folder, name, step).read_bytes()
+        (folder / name).write_bytes(data[: len(data) // 3])
+        return folder / name
+
+    refused = {"corrupt": f"a file that fails its checks is passed over, and the one before it tried ({_DAMAGED})",
+               "truncated": f"a file that fails its checks is passed over, and the one before it tried ({_DAMAGED})"}
+
+    def chosen(folder: Path):
+        result = _call_learner(checkpoint_to_resume, (folder,), call, refused)
+        if result is None:
+            return None
+        assert isinstance(result, (str, os.PathLike)), (
+            f"{call} returned {type(result).__name__}: it should return the path of the file a resume reads (or None)")
+        return Path(result).name
+
+    def expect(folder: Path, want: str | None, why: str, hint: str) -> None:
+        got = chosen(folder)
+        assert got == want, (f"{why}: {call} chose {got if got is not None else 'None'}, a resume reads "
+                             f"{want if want is not None else 'nothing (None)'}; {hint}")
+
+    with tempfile.TemporaryDirectory(prefix="resume-") as root:
+        root = Path(root)
+        folders = {}
+        for case in ("two", "numbers", "names", "flipped", "cut", "both", "all_bad", "empty"):
+            folders[case] = root / case
+            folders[case].mkdir()
+        two = folders["two"]
+        good(two, "state-0000000100.ckpt", 100)
+        good(two, "state-0000000200.ckpt", 200)
+        if chosen(two) is None:
+            return _not_answered_yet(f"{call} returned None for a folder of two good checkpoints; return the path of "
+                                     f"the one a resume reads")
+        expect(two, "state-0000000200.ckpt", "a folder with the checkpoints of steps 100 and 200",
+               f"a resume carries on from the newest checkpoint, the one with the largest step ({_DAMAGED})")
+
+        numbers = folders["numbers"]
+        good(numbers, "state-1000.ckpt", 1_000)
+        good(numbers, "state-900.ckpt", 900)
+        os.utime(numbers / "state-1000.ckpt", (1_000_000_000, 1_000_000_000))  # written before the older step's
+        os.utime(numbers / "state-900.ckpt", (2_000_000_000, 2_000_000_000))
+        expect(numbers, "state-1000.ckpt", "a folder with the checkpoints of steps 900 and 1,000 (the older one "
+               "touched last)", "the step is the number in the name: as text 900 sorts after 1000, and a file's "
+               "time says when it was copied or touched, not which step it holds (section 1, the *Atomic* point "
+               "names the files)")
+
+        names = folders["names"]
+        good(names, "state-0000000200.ckpt", 200)
+        good(names, "state-0000000300.ckpt.tmp", 300)
+        expect(names, "state-0000000200.ckpt", "a folder with step 200's checkpoint and a complete, valid "
+               "state-0000000300.ckpt.tmp", f"a file becomes a checkpoint when it takes its final name: until the "
+               f"rename, a .tmp file is a save that may not have finished, and a resume never reads it ({_ATOMIC})")
+        for name in ("state-abc.ckpt", "state-0000000400.ckpt.bak", "notes.txt"):
+            good(names, name, 400)
+        expect(names, "state-0000000200.ckpt", "a folder that also holds valid files named state-abc.ckpt, "
+               "state-0000000400.ckpt.bak and notes.txt", "only a file named state-, then the step's digits, then "
+               f".ckpt is one of the run's checkpoints: anything else in the folder is someone else's ({_ATOMIC})")
+
+        for case, damage, what in (("flipped", flipped, "one bit flipped"), ("cut", cut, "cut short")):
+            good(folders[case], "state-0000000100.ckpt", 100)
+            good(folders[case], "state-0000000200.ckpt", 200)
+            damage(folders[case], "state-0000000300.ckpt", 300)
+            expect(folders[case], "state-0000000200.ckpt", f"a folder whose newest checkpoint, step 300's, has {what}",
+                   f"a file that fails its checks is passed over, and the one before it tried ({_DAMAGED})")
+        both = folders["both"]
+        good(both, "state-0000000100.ckpt", 100)
+        flipped(both, "state-0000000200.ckpt", 200)
+        cut(both, "state-0000000300.ckpt", 300)
+        expect(both, "state-0000000100.ckpt", "a folder whose two newest checkpoints are both damaged",
+               f"keep passing over refused files, newest first, until one passes its checks ({_DAMAGED})")
+        flipped(folders["all_bad"], "state-0000000100.ckpt", 100)
+        cut(folders["all_bad"], "state-0000000200.ckpt", 200)
+        expect(folders["all_bad"], None, "a folder whose every checkpoint is damaged",
+               f"when no file passes its checks there is nothing to resume from: return None ({_DAMAGED})")
+        expect(folders["empty"], None, "an empty folder",
+               f"with no checkpoint there is nothing to resume from: return None ({_DAMAGED})")
+    return _passed("the newest checkpoint that passes its checks, by the step in its name: .tmp files and other "
+                   "names passed over, damaged newest files skipped, None when nothing can be resumed")
 
 
 def check_save_atomically(save_atomically: Any) -> bool | None:
@@ -126,7 +205,8 @@ def check_save_atomically(save_atomically: Any) -> bool | None:
     Checked by behaviour, in a temporary folder, with ``os.fsync``, ``os.replace`` and ``os.rename`` watched (and
     restored afterwards): a first save; a writer that raises ``SimulatedCrash`` halfway, over a file saved before and
     over no file (the crash must reach the caller, the final name keep the old content or stay absent, and the
-    temporary file be gone); an ``fsync`` that fails (the old file must stay whole). Nothing is timed. The course's
+    temporary file be gone); an ``fsync`` that raises ``OSError`` (the same three: the error reaches the caller, the
+    old file stays whole, the temporary file is gone). Nothing is timed. The course's
     code, or any function the page imports, is refused. Raises ``AssertionError`` with a hint naming the section.
     """
     if save_atomically is None:
@@ -226,15 +306,20 @@ def check_save_atomically(save_atomically: Any) -> bool | None:
         except AssertionError as e:
             if "Input/output error" not in str(e):
                 raise
+        else:
+            raise AssertionError("an fsync that failed (the disk could not flush) did not reach the caller: a run "
+                                 "that saves must learn the save failed, so let the OSError through")
         finally:
             failing_fsync.clear()
         assert path.read_bytes() == old, (
             f"an fsync that failed left {path.name} holding the new content: the rename came before the data was "
             f"safely on disk; fsync first, rename once it succeeded ({_ATOMIC})")
+        assert not others(), (f"an fsync that failed left {others()} in the folder: remove the temporary file when "
+                              f"any step of the save fails, then let the error through ({_ATOMIC})")
     return _passed(f"a save goes through a temporary file beside the final one, flushed and fsynced ({len(old):,} "
                    f"bytes on disk at the fsync) before the rename; a crash halfway through, over an old file or none, "
-                   f"left the old file whole (or no file) and no temporary file, and a failed fsync left the old file "
-                   f"whole")
+                   f"left the old file whole (or no file) and no temporary file, and a failed fsync reached the "
+                   f"caller and left the old file whole and no temporary file")
 
 
 PREDICTIONS.update({
@@ -283,13 +368,16 @@ QUESTIONS.update({
                                      "gets that name from the rename, its last step (section 1, Atomic)",
                                 "c": "the kill came while another file was being written; step 125,000's checkpoint "
                                      "was renamed long before and passes its checks (section 1, Atomic)"}),
-    "09b.stop_or_kill": ("a", "the watchdog stops the run from inside its loop and saves the state first, so that "
-                              "resume repeats nothing; SIGKILL gives the process no chance to save, so that resume "
-                              "starts from the last checkpoint, step 50,000, and plays the steps after it again",
-                         {"b": "the watchdog runs inside the training loop: before it stops the run it saves the "
-                               "state (section 4, the line the run printed as it stopped)",
-                          "c": "a resume starts from a checkpoint, not from the log: the state after the last "
-                               "checkpoint died with the killed process (section 2, Pulling the plug)"}),
+    "09b.spike_between_looks": ("b", "the watchdog acts only when it looks, about once a second: memory that grows "
+                                     "past the budget and the machine between two looks meets the OOM killer's "
+                                     "SIGKILL first, and the run resumes from its last scheduled checkpoint, "
+                                     "step 50,000",
+                                {"a": "the watchdog saves only when it looks and sees the limit, about once a second; "
+                                      "count what this growth does between two looks (section 4, and section 2, "
+                                      "*Pulling the plug*, for what SIGKILL leaves)",
+                                 "c": "step 50,000's checkpoint took its name long before the kill, and a rename "
+                                      "leaves the old file or the whole new one, never half of one (section 1, the "
+                                      "*Atomic* point)"}),
 })
 
 
