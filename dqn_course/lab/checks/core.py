@@ -196,9 +196,11 @@ def _is_course_object(obj) -> bool:
     return isinstance(module, str) and module.split(".")[0] == COURSE_PACKAGE
 
 
-def _course_names_read(fn) -> list[str]:
+def _course_names_read(fn, allowed: tuple = ()) -> list[str]:
     """The names of the course's objects that the Python function ``fn`` reads: through its globals (its code and
-    the code nested in it, e.g. a lambda or a comprehension) or through the variables it closes over."""
+    the code nested in it, e.g. a lambda or a comprehension), through an import of the course inside it, or through
+    the variables it closes over; the objects in ``allowed`` (by identity) are left out."""
+    import importlib
     import types
 
     codes, names = [fn.__code__], set()
@@ -206,9 +208,19 @@ def _course_names_read(fn) -> list[str]:
         code = codes.pop()
         names.update(code.co_names)
         codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-    found = [name for name in sorted(names) if _is_course_object(fn.__globals__.get(name))]
+
+    def course(obj) -> bool:
+        return _is_course_object(obj) and not any(obj is a for a in allowed)
+
+    found = [name for name in sorted(names) if course(fn.__globals__.get(name))]
+    for module in sorted(n for n in names if n.split(".")[0] == COURSE_PACKAGE):  # an import inside the function
+        try:
+            module = importlib.import_module(module)
+        except ImportError:  # a name that only looks like a module of the course's
+            continue
+        found += [name for name in sorted(names) if course(getattr(module, name, None)) and name not in found]
     cells = zip(fn.__code__.co_freevars, fn.__closure__ or ())
-    return found + [name for name, cell in cells if _is_course_object(cell.cell_contents)]
+    return found + [name for name, cell in cells if course(cell.cell_contents)]
 
 
 def _defined_by_learner(obj) -> bool:
@@ -230,11 +242,13 @@ def _defined_by_learner(obj) -> bool:
             return getattr(obj, "__module__", None) == "__main__"
     else:
         file = obj.__code__.co_filename
+        if file.startswith("<frozen "):  # the standard library's frozen modules (os, posixpath, ...): no file
+            return False
     where = Path(file).resolve()
     return not any(where.is_relative_to(root) for root in _library_roots())
 
 
-def _require_learners_code(answer, call: str, write: str | None = None) -> None:
+def _require_learners_code(answer, call: str, write: str | None = None, allowed: tuple = ()) -> None:
     """Raise ``AssertionError`` unless ``answer`` is code the learner wrote: an exercise checks the learner's code,
     and the course's reference, a library function the page imports or a wrapper around either could pass a
     behaviour check with none of the idea written.
@@ -246,6 +260,8 @@ def _require_learners_code(answer, call: str, write: str | None = None) -> None:
     may read one of the course's objects, through its globals or the variables it closes over. ``call`` is how the
     exercise calls the answer (``"pretouch(buf)"``, ``"Ring.add(item)"``), for the message; ``write`` says what to
     write instead (the concept and the section of the page), by default a ``def`` of ``call`` in the notebook.
+    ``allowed`` holds the course's objects the exercise hands the learner to build with (notebook 07c's loop joins
+    the course's network, memory and run folder): reading those is no reason to refuse; they themselves still are.
     """
     import functools
     import inspect
@@ -273,7 +289,7 @@ def _require_learners_code(answer, call: str, write: str | None = None) -> None:
         raise AssertionError(f"`{call}` is {owners[0].__module__}.{owners[0].__qualname__}, a library's, not yours: "
                              f"the exercise is to write it yourself: {write}")
     for fn in functions:
-        read = _course_names_read(fn)
+        read = _course_names_read(fn, allowed)
         if read:
             raise AssertionError(f"`{call}` calls the course's own `{read[0]}`: the exercise is to write it "
                                  f"yourself: {write}")
