@@ -187,16 +187,19 @@ def _child(fn, args, kwargs, trace, conn) -> None:
 
 
 def measure_in_subprocess(fn: Callable, *args, trace: bool = False, timeout: float | None = 600,
-                          **kwargs) -> SubprocessMeasurement:
+                          start_method: str = "spawn", **kwargs) -> SubprocessMeasurement:
     """Run ``fn(*args, **kwargs)`` in a fresh interpreter ("spawn") and report its memory.
 
     ``fn`` must be importable (defined in a module, not in a notebook cell) and return something
-    picklable. Turning on ``trace`` makes tracemalloc count numpy and Python allocations too, at
+    picklable. ``start_method="fork"`` (POSIX only) starts the child as a copy of this process
+    instead, so ``fn`` and its arguments may be a notebook's own functions; the child then starts
+    with this process's memory and allocator, so compare its RSS growth with another forked run,
+    not its RSS with a spawned one. Turning on ``trace`` makes tracemalloc count numpy and Python allocations too, at
     some cost in speed; the returned result should then stay small, or it is counted as well.
     A child still running when this returns or raises (``timeout``, Ctrl-C, ``cleanup.Terminated``)
     gets 5 s to finish, then SIGTERM, then SIGKILL 10 s later.
     """
-    ctx = mp.get_context("spawn")
+    ctx = mp.get_context(start_method)  # ValueError for a method this platform lacks
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(fn, args, kwargs, trace, child))
     proc.start()

@@ -47,6 +47,7 @@ import json
 import random
 import time
 import tracemalloc
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -119,9 +120,13 @@ class NaiveAgent:
     def __init__(self, n_actions: Count, frames: str = "blog", capacity: Count = 1_000_000, gamma: Probability = 0.99,
                  eps: Probability = 1.0, eps_min: Probability = 0.01, eps_decay: Probability = 0.95, lr: float = 2.5e-4,
                  tau: Probability = 0.125, seed: int = 0, widths: tuple[int, int, int] = (16, 32, 32),
-                 hidden: Count = 256):
+                 hidden: Count = 256, preprocess: Callable[[np.ndarray], np.ndarray] | None = None):
         if frames not in FRAMES:
             raise ValueError(f"frames must be one of {FRAMES}, got {frames!r}")
+        if preprocess is not None and frames != "blog":
+            raise ValueError("preprocess replaces the blog's preprocessing: it needs frames='blog'")
+        # the argument shadows the module's preprocess (the blog's recipe), the default
+        self.preprocess = preprocess if preprocess is not None else globals()["preprocess"]
         torch.manual_seed(seed)
         self.n_actions = n_actions
         self.frames = frames
@@ -140,9 +145,10 @@ class NaiveAgent:
 
     def to_state(self, obs: np.ndarray) -> np.ndarray:
         """An observation as the agent stores it: the blog's ``preprocess(obs)[None, :]`` (a view
-        of the 210x160 gray image), or for ``frames="raw"`` the frame itself with a batch axis
-        (a view of the environment's own buffer)."""
-        return (preprocess(obs) if self.frames == "blog" else obs)[None, :]
+        of the 210x160 gray image; with the agent's ``preprocess`` argument, that function's 105x80x1
+        state instead), or for ``frames="raw"`` the frame itself with a batch axis (a view of the
+        environment's own buffer)."""
+        return (self.preprocess(obs) if self.frames == "blog" else obs)[None, :]
 
     @staticmethod
     @torch.no_grad()
@@ -191,13 +197,16 @@ class NaiveAgent:
 # -- the measured run -------------------------------------------------------------------------------
 def run(steps: int = 2000, *, frames: str = "blog", copy_states: bool = False, learn_every: int = 4,
         batch_size: Count = 32, record_every: Count = 100, trace: bool = True, seed: int = 0,
-        capacity: Count = 1_000_000, torch_threads: int | None = 1) -> dict:
+        capacity: Count = 1_000_000, torch_threads: int | None = 1,
+        preprocess: Callable[[np.ndarray], np.ndarray] | None = None) -> dict:
     """Play and learn for ``steps`` agent steps with the blog's loop; return the readings.
 
     Every ``record_every`` steps it records the step, the process's RSS (psutil), the bytes traced
     by tracemalloc (if ``trace``; started after the imports and the networks, so it sees what the
     loop allocates) and the seconds since the loop started. ``learn_every=0`` turns learning off.
-    A lost life gives reward -1; ``done`` is the game's end, as in the blog.
+    A lost life gives reward -1; ``done`` is the game's end, as in the blog. ``preprocess`` replaces the blog's
+    preprocessing (``frames="blog"`` only; it must return the 105x80x1 uint8 state): notebook 01 runs the
+    learner's fixed one this way, in a forked process (``measure_in_subprocess(..., start_method="fork")``).
 
     Returns a dict of plain lists and numbers (picklable, JSON-able): ``step``, ``rss``,
     ``traced``, ``seconds``, the replay count and time, the memory's length, its ``nbytes`` and ``held``
@@ -209,7 +218,7 @@ def run(steps: int = 2000, *, frames: str = "blog", copy_states: bool = False, l
     if torch_threads:
         torch.set_num_threads(torch_threads)
     env = make_raw_breakout(seed=seed)
-    agent = NaiveAgent(env.action_space.n, frames=frames, capacity=capacity, seed=seed)
+    agent = NaiveAgent(env.action_space.n, frames=frames, capacity=capacity, seed=seed, preprocess=preprocess)
     obs, info = env.reset(seed=seed)
     state = agent.to_state(obs)
     lives = info["lives"]

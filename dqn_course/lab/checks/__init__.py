@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, REDO, Prediction, check_prediction,
                                         check_prediction_of, check_question)
-from dqn_course.lab.checks.ch00_01 import (check_bytes_per_transition, check_killed_at_step, check_next_stack,
-                                           check_own_preprocess, check_pretouch)
+from dqn_course.lab.checks.ch00_01 import check_next_stack, check_own_preprocess, check_pretouch
 from dqn_course.lab.checks.ch02_03 import check_preprocess, check_scaled_net
 from dqn_course.lab.checks.ch04_05 import check_ring, check_stack_at
 from dqn_course.lab.checks.ch06 import (PAIR_HINT, TD_BATCH, TD_GAMMA, TD_LOSS_BATCH, TD_N_ACTIONS, check_td_loss,
@@ -26,7 +25,7 @@ from dqn_course.lab.checks.ch09 import check_checkpoint_to_resume, check_min_com
 from dqn_course.lab.checks.ch10 import CHUNK_STEPS, FRAME_BYTES, STACK, check_chunk_bytes
 
 __all__ = ['REDO', 'check_prediction', 'Prediction', 'PREDICTIONS', 'QUESTIONS', 'check_prediction_of',
-           'check_question', 'check_next_stack', 'check_bytes_per_transition', 'check_killed_at_step',
+           'check_question', 'check_next_stack',
            'check_own_preprocess',
            'check_pretouch',
            'check_preprocess', 'check_stack_at', 'check_ring', 'PAIR_HINT', 'TD_BATCH', 'TD_N_ACTIONS', 'TD_GAMMA',

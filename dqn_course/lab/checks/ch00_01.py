@@ -11,7 +11,7 @@ import numpy as np
 
 from dqn_course.contracts import check_module
 from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _not_answered_yet,
-                                        _passed, _require_learners_code, _require_number)
+                                        _passed, _require_learners_code)
 from dqn_course.profiling import rss_bytes
 
 RAW_SCREEN = (210, 160, 3)  # one raw Breakout screen: height x width x colour channels, uint8
@@ -102,113 +102,6 @@ def check_next_stack(next_stack) -> bool | None:
                    f"transition [s, a, r, s', done] of raw screens with your s' holds s.nbytes + s'.nbytes = "
                    f"{pixels:,} bytes of pixels; a million of them, {pixels * 1_000_000 / 1e9:,.1f} GB: the top rung "
                    "of the course's memory ladder")
-
-
-def _call_answer(fn, args: tuple, name: str):
-    """Call a learner's function; a crash becomes an AssertionError that names the call."""
-    try:
-        return fn(*args)
-    except ZeroDivisionError as exc:
-        raise AssertionError(f"{name}{args} raised ZeroDivisionError ({exc}): a memory that does not grow "
-                             "(no bytes a step, or fewer) is never killed: the exercise's answer for it is "
-                             "math.inf") from None
-
-
-def check_bytes_per_transition(bytes_per_transition) -> bool | None:
-    """Notebook 01: ``bytes_per_transition(step_a, rss_a, step_b, rss_b)`` from two RSS readings.
-
-    One transition is stored per agent step, so the answer is the growth between the readings
-    divided by the steps between them; the baseline (interpreter, torch, the networks) cancels out.
-    """
-    if bytes_per_transition is None:
-        return _not_answered_yet("write `bytes_per_transition(step_a, rss_a, step_b, rss_b)` and pass the function")
-    assert callable(bytes_per_transition), (
-        "pass the function itself, e.g. check_bytes_per_transition(bytes_per_transition), "
-        f"got {bytes_per_transition!r}")
-    cases = ((500, 400_000_000, 1_500, 434_000_000),
-             (1_000, 1_000_000_000, 3_000, 1_403_200_000),
-             (3_000, 1_403_200_000, 1_000, 1_000_000_000),  # readings given latest first
-             (0, 350_000_000, 250, 350_000_000))  # a memory that does not grow
-    for args in cases:
-        step_a, rss_a, step_b, rss_b = args
-        got = _call_answer(bytes_per_transition, args, "bytes_per_transition")
-        if got is None:
-            return _not_answered_yet("bytes_per_transition still returns None; return a number of bytes")
-        _require_number(got, f"bytes_per_transition{args} should be a number of bytes (an int)")
-        expected = (rss_b - rss_a) / (step_b - step_a)
-        if abs(got - expected) <= 1e-6 * max(1.0, abs(expected)):
-            continue
-        hints = [
-            (rss_b - rss_a, "that is the growth between the readings, not per step: one transition is stored per "
-                            "step (section 3, *Extrapolate*: the slope)"),
-            (rss_b / step_b if step_b else float("nan"),
-             "that divides the whole RSS by the step, baseline included (the interpreter, torch, the networks "
-             "are there at step 0); use the difference of two readings"),
-            (-expected, "the sign is off: RSS grows with the steps, so the later reading is the larger (section 2's "
-                        "plot)"),
-            (expected / 2**20, "that is MiB; answer in bytes"),
-            (expected / 1e6, "that is MB; answer in bytes"),
-            (expected / 2, "one transition is stored per step: do not halve it (s and s' copies are already in "
-                           "the readings)"),
-        ]
-        hint = next((h for value, h in hints if abs(got - value) <= 1e-6 * max(1.0, abs(value))),
-                    "two readings of one process share its baseline (the interpreter, torch, the networks): "
-                    "what grew between them, spread over the steps between them, is what a step stored "
-                    "(section 3, *Extrapolate*)")
-        raise AssertionError(f"bytes_per_transition{args} returned {got:,.1f}, expected {expected:,.1f}: {hint}.")
-    return _passed("bytes_per_transition is right: growth between two readings / steps between them "
-                   "(the baseline cancels out)")
-
-
-def check_killed_at_step(killed_at_step) -> bool | None:
-    """Notebook 01: ``killed_at_step(baseline_bytes, bytes_per_step, available_bytes)``.
-
-    A fresh agent process starts at ``baseline_bytes`` of RSS and grows by ``bytes_per_step``; with no
-    swap it is killed (roughly) when that reaches the RAM available: at step
-    (available - baseline) / bytes_per_step, and never (``math.inf``) if it does not grow.
-    Answers within one step of that are right (rounding up or down is fine).
-    """
-    import math
-
-    if killed_at_step is None:
-        return _not_answered_yet("write `killed_at_step(baseline_bytes, bytes_per_step, available_bytes)` and "
-                                 "pass the function")
-    assert callable(killed_at_step), (
-        f"pass the function itself, e.g. check_killed_at_step(killed_at_step), got {killed_at_step!r}")
-    cases = ((350_000_000, 40_000, 20_000_000_000),
-             (0, 201_600, 16 * 2**30),
-             (400_000_000, 34_000, 8_000_000_000),
-             (400_000_000, 0, 8_000_000_000),
-             (400_000_000, -100, 8_000_000_000))
-    for args in cases:
-        baseline, per_step, available = args
-        got = _call_answer(killed_at_step, args, "killed_at_step")
-        if got is None:
-            return _not_answered_yet("killed_at_step still returns None; return a step number")
-        _require_number(got, f"killed_at_step{args} should return a step number (int, float or math.inf)")
-        if per_step <= 0:
-            assert got == math.inf, (
-                f"killed_at_step{args} returned {got!r}: with bytes_per_step = {per_step} the memory never grows, "
-                "so the process is never killed: return math.inf")
-            continue
-        expected = (available - baseline) / per_step
-        if abs(got - expected) <= 1:
-            continue
-        hints = [
-            (available / per_step, "the baseline is in RAM before the first step: only the RAM it leaves "
-                                   "free is left for the memory to grow into"),
-            ((available + baseline) / per_step, "the baseline takes its share of the RAM before the first step; it "
-                                                "does not add to it (section 3, *Extrapolate*)"),
-            (available / per_step / 2, "bytes_per_step is already per transition (per step): don't halve it"),
-            (available - baseline - per_step, "that is bytes, not a step number: what the baseline leaves is used "
-                                              "up at a rate of so many bytes per step (section 3, *Extrapolate*)"),
-        ]
-        hint = next((h for value, h in hints if abs(got - value) <= 1),
-                    "the process is killed once its growth, step after step, has used up the RAM "
-                    "its baseline leaves free (section 3, *Extrapolate*)")
-        raise AssertionError(f"killed_at_step{args} returned {got:,.1f}, expected about {expected:,.1f}: {hint}.")
-    return _passed("killed_at_step is right: (available - baseline) / bytes per step, and never (inf) "
-                   "for a memory that does not grow")
 
 
 PRETOUCH_PAGES = 2_048  # pages of each fresh buffer the check hands to pretouch
@@ -417,7 +310,7 @@ QUESTIONS.update({
     "01.killed_scaling": ("b", "the baseline is in RAM on either machine, paid once: all the added RAM goes to "
                                "transitions, so the process lives twice your steps plus the baseline's worth of "
                                "steps (the baseline over the bytes per step)",
-                          {"a": "the baseline cancels in the bytes per step (a difference of two readings), not in "
+                          {"a": "the baseline cancels in the bytes per step (the slope of section 2's fit), not in "
                                 "the step at which a process is killed: work that step out for each machine from the "
                                 "RAM it has left once the baseline is in (section 3, *Extrapolate*)",
                            "c": "your machine pays the baseline out of its RAM too: compare the RAM each machine has "
