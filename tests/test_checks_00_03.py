@@ -79,7 +79,7 @@ def test_next_stack_none(capsys):
 def test_notebook_00_solution_cell_passes_its_check():
     """The solution cell is committed without outputs and skipped by nbval; it runs here instead."""
     out = run_solutions("00_setup", {"checks": checks, "np": np})
-    assert out.count("✓") == 2 and "806,400" in out  # the exercise and the Pong question
+    assert out.count("✓") == 2 and "806,400" in out  # the exercise and the Space Invaders question
 
 
 # --- notebook 02 ----------------------------------------------------------------------------------

@@ -213,6 +213,7 @@ WRONG_PRETOUCH = {
     "a 1 in each page": (lambda buf: buf.reshape(-1).view(np.uint8).__setitem__(slice(None, None, mmap.PAGESIZE), 1),
                          "changed"),
     "crashes": (lambda buf: buf.view(np.uint8)[::mmap.PAGESIZE, 0], "raised IndexError"),
+    "a copy of the whole buffer": (lambda buf: buf.__setitem__(Ellipsis, buf.copy()), "allocated .* while it ran"),
 }
 
 
@@ -221,6 +222,23 @@ def test_pretouch_wrong(name):
     wrong, hint = WRONG_PRETOUCH[name]
     with pytest.raises(AssertionError, match=hint):
         checks.check_pretouch(wrong)
+
+
+def test_pretouch_peak_is_read_with_tracing_on_or_off():
+    """The copy is caught whether or not the learner's kernel is tracing already, and tracing is left as it was."""
+    copying = WRONG_PRETOUCH["a copy of the whole buffer"][0]
+    assert not tracemalloc.is_tracing()
+    with pytest.raises(AssertionError, match="allocated"):
+        checks.check_pretouch(copying)
+    assert not tracemalloc.is_tracing()
+    tracemalloc.start()
+    try:
+        with pytest.raises(AssertionError, match="allocated"):
+            checks.check_pretouch(copying)
+        assert tracemalloc.is_tracing()
+        assert checks.check_pretouch(pretouch) is True  # a page's worth of values is no copy
+    finally:
+        tracemalloc.stop()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux maps unwritten pages read to one zero page")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import mmap
 import sys
+import tracemalloc
 
 import numpy as np
 
@@ -106,6 +107,7 @@ def check_next_stack(next_stack) -> bool | None:
 
 PRETOUCH_PAGES = 2_048  # pages of each fresh buffer the check hands to pretouch
 PRETOUCH_SLACK = 32  # pages of RSS a reading may miss: the interpreter's own frees and allocations around the call
+PRETOUCH_EXTRA = 32  # pages pretouch may allocate while it runs (tracemalloc's peak): a page's worth of values, not a copy
 
 
 def _fresh_buffer(nbytes: int, dtype: str, shape: tuple) -> np.ndarray:
@@ -119,14 +121,28 @@ def _fresh_buffer(nbytes: int, dtype: str, shape: tuple) -> np.ndarray:
     return np.frombuffer(mapping, dtype, count=nbytes // np.dtype(dtype).itemsize).reshape(shape)
 
 
-def _pretouch_growth(pretouch, nbytes: int, dtype: str, shape: tuple) -> int:
-    """RSS growth of this process over one ``pretouch(buf)`` call on a fresh buffer (``_fresh_buffer``). Raises
-    ``AssertionError`` if the call raises."""
+def _pretouch_growth(pretouch, nbytes: int, dtype: str, shape: tuple) -> tuple[int, int]:
+    """``(RSS growth, peak allocated)`` of this process over one ``pretouch(buf)`` call on a fresh buffer
+    (``_fresh_buffer``): the growth from before the call to after it, and the most bytes that Python's and NumPy's
+    allocators held at once during the call beyond what they held before it (``tracemalloc``'s peak; tracing is
+    started for the call and stopped after it unless it was already on). Raises ``AssertionError`` if the call
+    raises."""
     buf = _fresh_buffer(nbytes, dtype, shape)
     gc.collect()
-    before = rss_bytes()
-    _call_learner(pretouch, (buf,), f"pretouch(buf) on a fresh {dtype} buffer of shape {shape}")
-    return rss_bytes() - before
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        held = tracemalloc.get_traced_memory()[0]
+        before = rss_bytes()
+        _call_learner(pretouch, (buf,), f"pretouch(buf) on a fresh {dtype} buffer of shape {shape}")
+        growth = rss_bytes() - before
+        peak = tracemalloc.get_traced_memory()[1] - held
+    finally:
+        if not tracing:
+            tracemalloc.stop()
+    return growth, peak
 
 
 def check_pretouch(pretouch) -> bool | None:
@@ -136,10 +152,13 @@ def check_pretouch(pretouch) -> bool | None:
     Measured, not read off the code: each fresh buffer (``_fresh_buffer``: a 1-D ``uint8`` one a few bytes short of
     ``PRETOUCH_PAGES`` pages, then ``float32`` 84x84 frames filling about as many) is made untouched, RSS is read
     before and after one call, and the growth must reach the pages the buffer spans, less ``PRETOUCH_SLACK`` pages
-    (the page size is the OS's, ``mmap.PAGESIZE``; no timing is involved). Then a buffer that holds data, ``uint8``
-    and ``float32``, must hold the same values after the call. The course's or a library's function is refused
+    (the page size is the OS's, ``mmap.PAGESIZE``; no timing is involved), and the call may allocate at most
+    ``PRETOUCH_EXTRA`` pages while it runs (``tracemalloc``'s peak): a pretouch that copies the buffer needs twice
+    its RAM at the moment a pretouch is for. Then a buffer that holds data, ``uint8`` and ``float32``, must hold the
+    same values after the call. The course's or a library's function is refused
     (``_require_learners_code``); a wrong one raises ``AssertionError`` with a hint, which names the likely mistake:
-    no page written, a page counted in values instead of bytes (a quarter of a ``float32`` buffer), part of them.
+    no page written, a page counted in values instead of bytes (a quarter of a ``float32`` buffer), part of them, a
+    copy of the buffer.
     """
     if pretouch is None:
         return _not_answered_yet("write `pretouch(buf)` and pass the function")
@@ -150,9 +169,14 @@ def check_pretouch(pretouch) -> bool | None:
     cases = (("uint8", PRETOUCH_PAGES * page - 100, (PRETOUCH_PAGES * page - 100,)),
              ("float32", frames * frame, (frames, *GRAY_FRAME)))
     for dtype, nbytes, shape in cases:
-        growth = _pretouch_growth(pretouch, nbytes, dtype, shape)
+        growth, peak = _pretouch_growth(pretouch, nbytes, dtype, shape)
         spanned = -(-nbytes // page)
         if growth >= (spanned - PRETOUCH_SLACK) * page:
+            assert peak <= PRETOUCH_EXTRA * page, (
+                f"pretouch(buf) on a fresh {dtype} buffer of shape {shape} ({nbytes:,} bytes) wrote every page, but "
+                f"allocated {peak:,} bytes while it ran, {peak / nbytes:.0%} of the buffer's size: a pretouch is for "
+                "a buffer the machine can only just hold, and a copy of it needs its RAM a second time at that very "
+                "moment; write each page in place, where one value per page is all it takes (section 3)")
             continue
         share = max(growth, 0) / (spanned * page)
         if share < 0.05:
@@ -287,26 +311,30 @@ PREDICTIONS.update({
                      "after the check)"},
         "count the forward passes replay() makes for one sampled transition, then for the whole minibatch "
         f"({_LEARNING})"),
-    "01b.page_rss": Prediction("the MB of RSS growth, one byte written in each page", 0.03, lambda m: {
-        0: "np.zeros pages cost nothing until written, but here every page gets a write: RSS counts every page "
-           "written at least once, however little of it (section 3, the first paragraph)",
-        m / 4096: "RSS counts whole pages, not the bytes written in them: which pages did the writes touch? "
-                  "(section 3, the first paragraph)",
+    # a fresh 200 MB mapping of zero pages, a 1 written every 10,000 bytes: each write lands in a page of its own
+    "01b.page_rss": Prediction("the MB of RSS growth, a 1 written every 10,000 bytes", 0.03, lambda m: {
+        0: "fresh zero pages cost nothing until written, but here some are written: RSS counts every page written at "
+           "least once, however little of it (section 3, the first paragraph)",
+        m * 10_000 / mmap.PAGESIZE: "that is the whole array: a page is smaller than the 10,000 bytes between two "
+                                    "writes, so the pages between them are never written and cost no RAM (section 3, "
+                                    "the first paragraph)",
+        m / mmap.PAGESIZE: "that counts the bytes written; RSS counts whole pages, however little of each is written: "
+                           "how many pages do the writes touch? (section 3, the first paragraph)",
         m * 1e6 / 2**20: "that is MiB; a MB here is 10⁶ bytes, as everywhere in the course"},
-        "count the pages the writes touch, and what RSS counts for each of them (section 3, the first paragraph)"),
+        "count the writes, then the pages they touch (how far apart two writes are, against a page's size), and what "
+        "RSS counts for each page (section 3, the first paragraph)"),
 })
 
 
 QUESTIONS.update({
-    "00.pong_done": ("b", "a game that someone won is over: nothing follows its last transition, so done is 1 there; "
-                          "a time limit stops the clock on a state that still had a future, so that transition is "
-                          "not done and its target keeps γ · max Q_target; a lost point is no lost life (Pong has "
-                          "none), so it ends nothing",
-                     {"a": "a cut by the clock is a truncation: the state still had a future, only the clock stopped "
-                           "the game (section 6, *DQN in one page*, the time-limit case)",
-                      "c": "Pong has no lives: after a lost point play goes on with the next serve, and only the end "
-                           "of a game, or a lost life in this course's setting, counts as done (section 6, *DQN in "
-                           "one page*, the two Breakout cases)"}),
+    "00.invaders_done": ("b", "the agent learns from the reward clipped to its sign, so the alien's 20 points give "
+                              "r = 1; the game is over, so done = 1 and the future term drops: y = 1 + 0.99 × (1 − 1) "
+                              "× 2.0 = 1",
+                         {"a": "the agent learns from the reward clipped to its sign, −1, 0 or +1, whatever the game "
+                               "scores; the score keeps the points, the target does not (section 6, *DQN in one page*, "
+                               "the learning signals)",
+                          "c": "done drops only the future term, γ · max Q_target; the step's own reward stays in the "
+                               "target (section 6, *DQN in one page*, the TD target)"}),
     "01.killed_scaling": ("b", "the baseline is in RAM on either machine, paid once: all the added RAM goes to "
                                "transitions, so the process lives twice your steps plus the baseline's worth of "
                                "steps (the baseline over the bytes per step)",
