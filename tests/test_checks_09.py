@@ -1,11 +1,17 @@
 """Notebook 09's self-check: right passes, each usual mistake raises with its hint, None only prints."""
 from __future__ import annotations
 
+import functools
 import sys
+import zlib
 
+import lz4.block
+import numpy as np
 import pytest
 
 from dqn_course.lab import checks
+from dqn_course.lab.stores import compare_codecs
+from dqn_course.replay import stores
 
 PAYLOAD = 1_000 - 16 - 8 - sys.getsizeof(b"")  # bytes per slot left for the compressed frame
 RIGHT = 7056 / PAYLOAD
@@ -61,7 +67,7 @@ def test_solution_cell_passes_its_checks():
     from _solutions import run_solutions
 
     out = run_solutions("09_compressed_and_disk", {"checks": checks})
-    assert out.count("✓") == 3, out
+    assert out.count("✓") == 4, out
 
 
 def test_kill_resume_timeline_draws():
@@ -129,3 +135,97 @@ def test_measure_storage_skips_the_cold_read_when_asked(tmp_path):
                      dones=np.zeros(60, bool), episode_start=np.zeros(60, np.int64))
     row = measure_storage("disk", 50, pool, path=tmp_path, seconds=0.01, cold_seconds=None)
     assert "cold_batches_per_s" not in row and row["batches_per_s"] > 0
+
+
+# -- the exercise: the learner's compressed slot, compress(frames) and decompress(payload, shape) ------------------
+
+
+def lz4_compress(frames):
+    if frames.dtype != np.uint8:
+        raise TypeError(f"a slot stores uint8 frames, got {frames.dtype}")
+    return lz4.block.compress(np.ascontiguousarray(frames))
+
+
+def lz4_decompress(payload, shape):
+    return np.frombuffer(lz4.block.decompress(payload), dtype=np.uint8).reshape(shape)
+
+
+def zlib_compress(frames):  # another codec, another way to refuse
+    if frames.dtype != np.uint8:
+        raise ValueError("uint8 frames only")
+    return zlib.compress(frames.tobytes())
+
+
+def zlib_decompress(payload, shape):
+    return np.frombuffer(zlib.decompress(payload), np.uint8).reshape(shape).copy()
+
+
+@pytest.mark.parametrize("compress, decompress", [(lz4_compress, lz4_decompress), (zlib_compress, zlib_decompress)])
+def test_compressed_slot_right(compress, decompress, capsys):
+    assert checks.check_compressed_slot(compress, decompress) is True
+    assert capsys.readouterr().out.startswith("✓")
+
+
+def course_codec_compress(frames):
+    return stores.codec_functions("lz4")[0](np.ascontiguousarray(frames))
+
+
+def course_store_decompress(payload, shape):
+    return stores.CompressedFrames(1, shape)._decompress(payload)
+
+
+@pytest.mark.parametrize("compress, decompress", [
+    stores.codec_functions("lz4"),  # the course's codec functions: lz4's own, a library's
+    (stores.CompressedFrames(2, (84, 84)).__setitem__, lz4_decompress),  # the course's store
+    (lz4_compress, stores.CompressedFrames(2, (84, 84)).__getitem__),
+    (course_codec_compress, lz4_decompress),  # defs that call the course's code
+    (lz4_compress, course_store_decompress),
+    (lambda frames: compare_codecs(frames), lz4_decompress),  # something else the page imports
+    (zlib.compress, zlib_decompress),  # a library function handed in as it is
+    (lz4_compress, functools.partial(lz4.block.decompress)),
+])
+def test_compressed_slot_refuses_the_course_and_the_pages_imports(compress, decompress):
+    with pytest.raises(AssertionError, match="write it yourself"):
+        checks.check_compressed_slot(compress, decompress)
+
+
+def no_compression(frames):
+    if frames.dtype != np.uint8:
+        raise TypeError("uint8")
+    return frames.tobytes()
+
+
+def raw_decompress(payload, shape):
+    return np.frombuffer(payload, np.uint8).reshape(shape)
+
+
+def takes_any_dtype(frames):
+    return lz4.block.compress(np.ascontiguousarray(frames))
+
+
+def lossy(frames):  # keeps 6 bits a pixel
+    if frames.dtype != np.uint8:
+        raise TypeError("uint8")
+    return lz4.block.compress(np.ascontiguousarray(frames) & 0xFC)
+
+
+@pytest.mark.parametrize("compress, decompress, hint", [
+    (lambda frames: lz4.block.compress(frames), lz4_decompress, "a view whose bytes are not in order"),
+    (no_compression, raw_decompress, "far smaller than the frames"),
+    (lz4_compress, lambda payload, shape: np.frombuffer(lz4.block.decompress(payload)), "dtype float64"),
+    (lz4_compress, lambda payload, shape: np.frombuffer(lz4.block.decompress(payload), np.uint8), "not the shape"),
+    (lossy, lz4_decompress, "lossless"),
+    (takes_any_dtype, lz4_decompress, "accepted a float32 stack"),
+    (lambda frames: bytearray(lz4_compress(frames)), lz4_decompress, "a payload is a bytes object"),
+    (lz4_compress, lambda payload, shape: lz4.block.decompress(payload), "numpy array"),
+])
+def test_compressed_slot_wrong(compress, decompress, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_compressed_slot(compress, decompress)
+
+
+def test_compressed_slot_unanswered(capsys):
+    assert checks.check_compressed_slot(None, None) is None
+    assert checks.check_compressed_slot(lz4_compress, None) is None
+    assert checks.check_compressed_slot(lambda frames: None, lz4_decompress) is None
+    assert capsys.readouterr().out.count("Not answered yet") == 3

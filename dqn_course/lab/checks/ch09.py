@@ -36,6 +36,110 @@ def _slot_overheads() -> dict[str, int]:
             "bytes_header": sys.getsizeof(b"")}
 
 
+_SLOT = "section 1, *A compressed slot*"
+
+
+def _breakout_like(shape: tuple[int, ...]):
+    """A deterministic stack shaped like preprocessed Breakout: black, rows of bricks in flat greys, a paddle, a ball
+    that moves from frame to frame (``shape`` is (frames, height, width) or (height, width))."""
+    import numpy as np
+
+    frames = np.zeros((int(np.prod(shape[:-2])), *shape[-2:]), np.uint8)
+    h, w = shape[-2:]
+    for k, frame in enumerate(frames):
+        for row, grey in zip(range(h // 6, h // 3, 2), (181, 162, 142, 124, 104, 66)):
+            frame[row:row + 2, 2:w - 2] = grey
+        frame[h - 6:h - 5, w // 3 + k:w // 3 + k + 8] = 200
+        frame[h // 2 + 2 * k, w // 2 + k] = 236
+        frame[1:4, 4:4 + 3 * (k + 1)] = 150
+    return frames.reshape(shape)
+
+
+def check_compressed_slot(compress: Any, decompress: Any) -> bool | None:
+    """Notebook 09: ``compress(frames)`` turns a stored uint8 frame or frame stack into a ``bytes`` payload with a
+    library codec, and ``decompress(payload, shape)`` gives the frames back.
+
+    Right when, for a Breakout-like stack (4, 84, 84), one frame (84, 84) and a stack of another size (2, 42, 42):
+    the payload is ``bytes``, smaller than the frames' own bytes, and ``decompress`` returns a uint8 array of the
+    shape asked for, equal to the frames bit for bit; a stack of random bytes (which no codec shrinks) and a
+    non-contiguous view of a stack round-trip exactly too; decoding one payload does not depend on another; and a
+    float32 or int64 stack is refused with ``TypeError`` or ``ValueError`` (a uint8 memory that took it would store
+    4 or 8 bytes a pixel and read back garbage). The course's own stores and codec functions, wrappers around them
+    and library functions are refused first (``_require_learners_code``). Raises ``AssertionError`` with a hint
+    naming the section; prints a note (no error) while either answer, or what ``compress`` returns, is ``None``.
+    """
+    if compress is None or decompress is None:
+        return _not_answered_yet("write compress(frames) and decompress(payload, shape)")
+    write = f"a def of your own that calls a codec's functions ({_SLOT})"
+    _require_learners_code(compress, "compress(frames)", write)
+    _require_learners_code(decompress, "decompress(payload, shape)", write)
+    import numpy as np
+
+    view_hint = {"contiguous": f"the frames handed in may be a view whose bytes are not in order in memory "
+                               f"(notebook 01 defines a view): compress the frames' values in their order ({_SLOT})"}
+
+    def pack(frames, what):
+        payload = _call_learner(compress, (frames,), "compress(frames)", view_hint)
+        if payload is None:
+            return None
+        assert isinstance(payload, bytes), (
+            f"compress(frames) returned {type(payload).__name__} for {what}: a payload is a bytes object, the one "
+            f"whose header section 2 counts ({_SLOT})")
+        return payload
+
+    def unpack(payload, shape, want, what):
+        got = _call_learner(decompress, (payload, shape), "decompress(payload, shape)")
+        assert isinstance(got, np.ndarray), (
+            f"decompress(payload, shape) returned {type(got).__name__} for {what}: it gives back the frames as a "
+            f"numpy array ({_SLOT})")
+        assert got.dtype == np.uint8, (
+            f"decompress gave back dtype {got.dtype} for {what}: a payload holds the frames' bytes, one a pixel, "
+            f"and they come back as the uint8 they were (notebook 03; {_SLOT})")
+        assert got.shape == tuple(shape), (
+            f"decompress gave back shape {got.shape} for {what}, asked for {tuple(shape)}: the payload holds the "
+            f"bytes in order, not the shape, which the memory knows and hands over ({_SLOT})")
+        assert np.array_equal(got, want), (
+            f"decompress gave back other values than {what} held: a replay memory must return the frames bit for "
+            f"bit, so the codec must be lossless and decode exactly what was encoded ({_SLOT})")
+        return got
+
+    stack = _breakout_like((4, 84, 84))
+    payload = pack(stack.copy(), "a Breakout-like stack (4, 84, 84)")
+    if payload is None:
+        return _not_answered_yet("compress(frames) returns None; return the compressed bytes")
+    unpack(payload, stack.shape, stack, "a Breakout-like stack (4, 84, 84)")
+    assert len(payload) < stack.nbytes / 4, (
+        f"the payload of a Breakout-like stack is {len(payload):,} bytes for {stack.nbytes:,} bytes of frames: "
+        f"mostly black frames shrink many times over with a codec (section 1's table), so the payload should be "
+        f"far smaller than the frames")
+    cases = [(_breakout_like((84, 84)), "one frame (84, 84)"),
+             (_breakout_like((2, 42, 42)), "a stack of another size (2, 42, 42)"),
+             (np.random.default_rng(9).integers(0, 256, (4, 84, 84), dtype=np.uint8), "a stack of random bytes")]
+    payloads = []
+    for frames, what in cases:
+        payloads.append(pack(frames.copy(), what))
+        unpack(payloads[-1], frames.shape, frames, what)
+    view, what = stack[::-1], "a view of a stack (its frames in reverse order)"  # not in order in memory
+    unpack(pack(view, what), view.shape, np.ascontiguousarray(view), what)
+    unpack(payloads[0], cases[0][0].shape, cases[0][0], "one frame (84, 84), decoded again after the others")
+    for dtype in (np.float32, np.int64):
+        wrong = stack.astype(dtype) / 255 if dtype == np.float32 else stack.astype(dtype)
+        try:
+            compress(wrong)
+        except (TypeError, ValueError):
+            continue
+        except Exception as exc:  # noqa: BLE001 - reported as a hint, not a traceback
+            raise AssertionError(f"compress(frames) raised {type(exc).__name__} for a {np.dtype(dtype).name} stack: "
+                                 f"refuse it with a TypeError or ValueError that says which dtype is stored "
+                                 f"({_SLOT})") from None
+        raise AssertionError(
+            f"compress(frames) accepted a {np.dtype(dtype).name} stack: a slot stores uint8 frames, and a "
+            f"{np.dtype(dtype).name} one would take {np.dtype(dtype).itemsize} bytes a pixel and come back as "
+            f"garbage; refuse any other dtype with a TypeError or ValueError (notebook 03; {_SLOT})")
+    return _passed(f"frames come back bit for bit, as uint8 of the shape asked for; a Breakout-like stack of "
+                   f"{stack.nbytes:,} bytes shrinks to {len(payload):,}; float32 and int64 stacks are refused")
+
+
 def check_min_compression_ratio(answer: Any) -> bool | None:
     """Notebook 09: the smallest compression ratio (84x84 frame bytes / payload bytes) at which a 1M-slot
     ``FrameSharingMemory(storage="lz4")`` fits in 1 GB = 10^9 bytes.
