@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import csv
 import dataclasses
+import inspect
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from dqn_course.agent import td_targets
 from dqn_course.checkpoint import CheckpointError, list_checkpoints
 from dqn_course.lab import capstone, capstone_gallery, checks, diagnostics
 from dqn_course.lab.capstone import GATE_SCORE, Run, diagnose, gate_verdict, settings, to_tensors
+from dqn_course.lab import capstone_solution
 from dqn_course.lab.capstone_solution import dqn_loop
 from dqn_course.networks import NatureCNN
 from dqn_course.replay import FrameSharingMemory
@@ -274,51 +276,93 @@ def test_the_gate_constants_are_what_the_notebook_says():
     assert (capstone.GATE_SCORE, capstone.GATE_GAMES, capstone.PRESET) == (15.0, 30, "breakout-cpu")
 
 
-# -- the loop's check: the worked loop passes, each planted gap is named -----------------------------------------
+# -- the loop's check: a learner's loop passes, the course's is refused, each planted gap is named ----------------
 
-def test_the_worked_loop_passes_the_loop_check(capsys):
-    assert checks.check_capstone_loop(dqn_loop) is True
+def learners_loop(*edits: tuple[str, str]):
+    """The worked loop's text defined in this test module, as a learner's cell defines a loop typed into it (with
+    the pieces of the notebook's section 2 at hand), each ``(old, new)`` of ``edits`` applied to the text first: a
+    learner's right loop, or one with a planted mistake."""
+    source = inspect.getsource(dqn_loop)
+    for old, new in edits:
+        assert old in source, old
+        source = source.replace(old, new)
+    namespace = {**vars(capstone_solution), "__name__": "__main__"}  # its imports, in a learner's namespace
+    exec(compile(source, "<a learner's cell>", "exec"), namespace)
+    return namespace["dqn_loop"]
+
+
+def test_a_learners_loop_passes_the_loop_check(capsys):
+    assert checks.check_capstone_loop(learners_loop()) is True
     assert "survived an interruption at step 450" in capsys.readouterr().out
     assert checks.check_capstone_loop(None) is None
 
 
-def test_a_loop_that_loses_its_work_on_a_stop_is_told_to_save_in_finally(tmp_path):
-    import shutil
+def _calls_the_worked_loop(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None):
+    return dqn_loop(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes)
 
-    def loses_work(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None):
-        try:
-            return dqn_loop(cfg, folder, td_targets, td_loss, epsilon_schedule)
-        except KeyboardInterrupt:
-            shutil.rmtree(folder)  # as if nothing had been saved
-            raise
 
+def _imports_the_worked_loop(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None):
+    from dqn_course.lab.capstone_solution import dqn_loop
+
+    return dqn_loop(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes)
+
+
+def _trains_with_the_library(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None):
+    from dqn_course.train import train
+
+    return train(cfg)["steps"]
+
+
+@pytest.mark.parametrize("name", ["dqn_loop", "calls dqn_loop", "imports dqn_loop", "train.train",
+                                  "calls train", "learner_loop", "make_breakout", "NatureCNN", "FrameSharingMemory",
+                                  "to_tensors", "Run", "pick_device", "settings", "plot_beside_working", "read_log"])
+def test_the_courses_loop_and_the_pages_imports_are_refused(name):
+    from dqn_course.device import pick_device
+    from dqn_course.envs import make_breakout
+    from dqn_course.lab import playback
+    from dqn_course.train import train
+
+    answers = {"dqn_loop": dqn_loop, "calls dqn_loop": _calls_the_worked_loop,
+               "imports dqn_loop": _imports_the_worked_loop, "train.train": train,
+               "calls train": _trains_with_the_library, "learner_loop": diagnostics.learner_loop,
+               "make_breakout": make_breakout, "NatureCNN": NatureCNN, "FrameSharingMemory": FrameSharingMemory,
+               "to_tensors": to_tensors, "Run": Run, "pick_device": pick_device, "settings": settings,
+               "plot_beside_working": capstone_gallery.plot_beside_working, "read_log": playback.read_log}
+    with pytest.raises(AssertionError, match="write it yourself: a def of the loop.*section 4"):
+        checks.check_capstone_loop(answers[name])
+
+
+def test_the_pieces_a_loop_may_build_with_are_those_of_section_2():
+    names = ("make_breakout", "NatureCNN", "FrameSharingMemory", "to_tensors", "Run", "pick_device")
+    assert checks.ch07c.capstone_pieces() == tuple(getattr(capstone_solution, name) for name in names)
+
+
+def test_a_loop_that_loses_its_work_on_a_stop_is_told_to_save_in_finally():
+    loses_work = learners_loop(("        run.save(step, q, target, optimizer, memory, rng)\n        run.close()",
+                                "        run.close()"))
     with pytest.raises(AssertionError, match="left no saved state.*finally"):
         checks.check_capstone_loop(loses_work)
 
 
 def test_a_loop_that_starts_over_after_a_stop_is_told_to_carry_on():
-    def starts_over(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None):
-        for state in list_checkpoints(folder) if folder.is_dir() else []:
-            state.unlink()  # as if run.resume's step were ignored: everything from step 0 again
-        return dqn_loop(cfg, folder, td_targets, td_loss, epsilon_schedule)
-
+    starts_over = learners_loop(("step = run.resume(q, target, optimizer, memory, rng)",
+                                 "run.resume(q, target, optimizer, memory, rng)\n    step = 0"))
     with pytest.raises(AssertionError, match="started over instead of carrying on"):
         checks.check_capstone_loop(starts_over)
 
 
-@pytest.mark.parametrize("gap, expected", [("game_over", "holds no finished game"),
-                                           ("evaluate", "evaluations at steps \\[\\]"),
-                                           ("updated", "no gradient update reached the log")])
-def test_each_missing_piece_of_the_loop_is_named(monkeypatch, gap, expected):
-    monkeypatch.setattr(Run, gap, lambda self, *args, **kwargs: None)
+@pytest.mark.parametrize("gap, expected", [("run.game_over(t, score, length, epsilon, len(memory))",
+                                            "holds no finished game"),
+                                           ("run.evaluate(t, q)", "evaluations at steps \\[\\]"),
+                                           ("run.updated(loss, q_values, norm)", "no gradient update reached the log")])
+def test_each_missing_piece_of_the_loop_is_named(gap, expected):
     with pytest.raises(AssertionError, match=expected):
-        checks.check_capstone_loop(dqn_loop)
+        checks.check_capstone_loop(learners_loop((gap, "pass")))
 
 
 def test_a_loop_that_ignores_the_schedule_is_told_eps_did_not_fall():
-    def fixed_eps(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None):
-        return dqn_loop(cfg, folder, td_targets, td_loss, lambda *args: 0.5)
-
+    fixed_eps = learners_loop(("epsilon = epsilon_schedule(t, cfg.eps_start, cfg.eps_end, decay_steps)",
+                               "epsilon = 0.5"))
     with pytest.raises(AssertionError, match="ε did not fall"):
         checks.check_capstone_loop(fixed_eps)
 
@@ -335,19 +379,48 @@ def test_the_notebooks_solution_passes_every_check():
     from _solutions import run_solutions
 
     out = run_solutions("07c_your_own_dqn", {"checks": checks})
-    assert out.count("✓") == 5 and "def dqn_loop" in out
+    assert out.count("✓") == 5, out
+
+
+def test_the_notebooks_solution_is_the_worked_loop_the_recorded_runs_used():
+    """The solution cell's ``my_dqn`` is ``capstone_solution.dqn_loop`` statement for statement (its docstring aside):
+    section 8's recorded runs, made by that module, are runs of the page's solution."""
+    import ast
+
+    from _solutions import solution_sources
+
+    def body(source, name):
+        function = next(node for node in ast.walk(ast.parse(source))
+                        if isinstance(node, ast.FunctionDef) and node.name == name)
+        statements = function.body[1:] if ast.get_docstring(function) else function.body
+        return [ast.dump(statement) for statement in statements]
+
+    solution = "\n".join(solution_sources("07c_your_own_dqn"))
+    assert body(solution, "my_dqn") == body(inspect.getsource(capstone_solution), "dqn_loop")
+
+
+def own_td_loss(q_values, actions, targets):
+    """A learner's td_loss, as notebook 06's exercise asks: the Huber loss of Q(s, a) of the taken actions."""
+    taken = torch.take_along_dim(q_values, actions.long()[:, None], dim=1)[:, 0]
+    return torch.nn.functional.smooth_l1_loss(taken, targets)
 
 
 def test_learner_rule_and_loop_take_the_learners_own_only_once_it_passes(capsys):
     from dqn_course.agent import td_loss
 
-    chosen = diagnostics.learner_rule(None, td_loss, None)
+    chosen = diagnostics.learner_rule(None, own_td_loss, None)
     out = capsys.readouterr().out
-    assert chosen[1] is td_loss and "td_loss           yours" in out and "td_targets        the library's" in out
+    assert chosen[1] is own_td_loss and "td_loss           yours" in out and "td_targets        the library's" in out
+    chosen = diagnostics.learner_rule(None, td_loss, None)  # the course's own is the library's, not the learner's
+    assert chosen[1] is td_loss and "td_loss           the library's: yours fails its check" in capsys.readouterr().out
     assert diagnostics.learner_loop(None) is dqn_loop
     assert "not written yet" in capsys.readouterr().out
     assert diagnostics.learner_loop(lambda *a, **k: 3) is dqn_loop
     assert "fails its check" in capsys.readouterr().out
+    assert diagnostics.learner_loop(dqn_loop) is dqn_loop
+    assert "yours fails its check (`my_dqn(" in capsys.readouterr().out  # the worked loop itself is refused
+    mine = learners_loop()
+    assert diagnostics.learner_loop(mine) is mine and "your loop" in capsys.readouterr().out
 
 
 def test_the_gallery_plots_a_labelled_run_beside_the_working_one_without_naming_its_mistake(tmp_path):

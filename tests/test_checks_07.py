@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -245,5 +246,119 @@ def test_07b_solution_cell_passes_its_checks():
     drops = [sizes[s, 100_000]["bytes_per_transition"] - sizes[s, 1_000_000]["bytes_per_transition"]
              for s in ("ram", "lz4", "zstd")]
     out = run_solutions("07b_training_on_colab", {"checks": checks, "fixed_by_arithmetic": 1_686_180 * 4 * 4,
-                                                  "measured_drop": sum(drops) / len(drops)})
-    assert out.count("✓") == 3, out
+                                                  "measured_drop": sum(drops) / len(drops), "Path": Path})
+    assert out.count("✓") == 4, out  # the prediction, two questions, resume_from
+
+
+# -- notebook 07b's exercise: the state file the next session carries on from ------------------------------------
+
+def resume_from_right(folder):
+    from pathlib import Path
+
+    states = Path(folder).glob("state-*.ckpt")  # a folder not made yet holds nothing
+    return max(states, key=lambda path: int(path.stem.split("-")[1]), default=None)
+
+
+def resume_from_bare_name(folder):
+    import os
+
+    if not os.path.isdir(folder):
+        return None
+    names = [n for n in os.listdir(folder) if n.startswith("state-") and n.endswith(".ckpt")]
+    return max(names, key=lambda n: int(n[6:-5]), default=None)  # a name in the folder passes too
+
+
+def resume_from_any_state_name(folder):
+    from pathlib import Path
+
+    return max(Path(folder).glob("state-*"), default=None)  # the .tmp of a save cut short sorts last
+
+
+def resume_from_newest_time(folder):
+    import os
+    from pathlib import Path
+
+    return max(Path(folder).glob("state-*.ckpt"), key=os.path.getmtime, default=None)
+
+
+def resume_from_oldest(folder):
+    from pathlib import Path
+
+    return min(Path(folder).glob("state-*.ckpt"), default=None)
+
+
+def resume_from_policy_file(folder):
+    from pathlib import Path
+
+    policy = Path(folder) / "checkpoint.pt"
+    return policy if policy.is_file() else None
+
+
+def resume_from_listdir(folder):
+    import os
+
+    names = sorted(n for n in os.listdir(folder) if n.endswith(".ckpt"))
+    return os.path.join(folder, names[-1]) if names else None
+
+
+def resume_from_gives_up_on_a_tmp(folder):
+    from pathlib import Path
+
+    found = sorted(Path(folder).glob("state-*"))
+    if any(path.suffix == ".tmp" for path in found):
+        return None  # a folder with a save cut short taken for a broken run: start again
+    return found[-1] if found else None
+
+
+@pytest.mark.parametrize("answer", [resume_from_right, resume_from_bare_name])
+def test_resume_from_right(answer, capsys):
+    assert checks.check_resume_from(answer) is True
+    assert capsys.readouterr().out.startswith("✓ resume_from finds the newest whole state")
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (resume_from_any_state_name, r"state-0000001500\.ckpt\.tmp.*save cut short"),
+    (resume_from_newest_time, r"returned state-0000000500\.ckpt.*file's time.*its step, in its name"),
+    (resume_from_oldest, r"older of the two kept states"),
+    (resume_from_policy_file, r"before its first save returned checkpoint\.pt.*policy of the last evaluation"),
+    (resume_from_listdir, r"not made yet raised FileNotFoundError.*Hint: the first session finds no run folder"),
+    (resume_from_gives_up_on_a_tmp, r"returned None, a new run, though state-0000001000\.ckpt is there"),
+])
+def test_resume_from_wrong(answer, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_resume_from(answer)
+
+
+def test_resume_from_unanswered(capsys):
+    assert checks.check_resume_from(None) is None
+    assert checks.check_resume_from(lambda folder: None) is None
+    assert "not answered yet" in capsys.readouterr().out.lower()
+
+
+def _calls_list_checkpoints(folder):
+    from dqn_course.checkpoint import list_checkpoints
+
+    return (list_checkpoints(folder) or [None])[-1]
+
+
+@pytest.mark.parametrize("name", ["list_checkpoints", "latest_step", "finished", "session_command", "wrapper",
+                                  "import inside", "read_log", "pick_device", "OwnedTempDir", "format_bytes",
+                                  "NatureCNN", "os.path.basename"])
+def test_resume_from_refuses_the_courses_code_and_the_pages_imports(name):
+    import os
+
+    from dqn_course.checkpoint import list_checkpoints
+    from dqn_course.cleanup import OwnedTempDir
+    from dqn_course.device import pick_device
+    from dqn_course.lab import colab
+    from dqn_course.networks import NatureCNN
+    from dqn_course.profiling import format_bytes
+
+    answers = {"list_checkpoints": list_checkpoints, "latest_step": colab.latest_step, "finished": colab.finished,
+               "session_command": colab.session_command,
+               "wrapper": lambda folder: (list_checkpoints(folder) or [None])[-1],
+               "import inside": _calls_list_checkpoints, "read_log": playback.read_log, "pick_device": pick_device,
+               "OwnedTempDir": OwnedTempDir, "format_bytes": format_bytes, "NatureCNN": NatureCNN,
+               "os.path.basename": os.path.basename}
+    with pytest.raises(AssertionError, match="write it yourself: a def that finds the newest whole training state"):
+        checks.check_resume_from(answers[name])

@@ -430,3 +430,46 @@ def test_epsilon_schedule_crash_names_the_call():
 
     with pytest.raises(AssertionError, match=r"epsilon_schedule\(0, 1.0, 0.01, 100_000\) raised ZeroDivisionError"):
         checks.check_epsilon_schedule(eps_crashes)
+
+
+def eps_flag_once_done():
+    """A schedule that remembers it reached the floor (a flag, as a loop's "decay over" switch would): right when
+    asked step by step, wrong when a resumed run asks for a late step first."""
+    done = set()
+
+    def schedule(step, start, end, decay_steps):
+        if (start, end, decay_steps) in done or step >= decay_steps:
+            done.add((start, end, decay_steps))
+            return end
+        return start - (start - end) * step / decay_steps
+    return schedule
+
+
+def test_a_schedule_that_keeps_state_between_calls_is_told_eps_depends_on_the_step_alone():
+    with pytest.raises(AssertionError, match="ε must depend on the step alone.*resumed run"):
+        checks.check_epsilon_schedule(eps_flag_once_done())
+
+
+def test_a_schedule_given_numpy_steps_passes():
+    assert checks.check_epsilon_schedule(lambda step, start, end, n: end + (start - end) * max(0, 1 - step / n))
+
+
+def _calls_the_course(step, start, end, decay_steps):
+    from dqn_course.train import linear_epsilon
+
+    return linear_epsilon(step, start, end, decay_steps)
+
+
+@pytest.mark.parametrize("answer", ["linear_epsilon", "epsilon_at", "wrapper", "import inside", "train_beside",
+                                    "fits_in_ram", "np.interp"])
+def test_the_courses_schedule_and_the_pages_imports_are_refused(answer):
+    from dqn_course.lab import diagnostics
+    from dqn_course.profiling import fits_in_ram
+    from dqn_course.train import epsilon_at, linear_epsilon
+
+    answers = {"linear_epsilon": linear_epsilon, "epsilon_at": epsilon_at,
+               "wrapper": lambda step, start, end, n: linear_epsilon(step, start, end, n),
+               "import inside": _calls_the_course, "train_beside": diagnostics.train_beside,
+               "fits_in_ram": fits_in_ram, "np.interp": np.interp}
+    with pytest.raises(AssertionError, match="write it yourself: a def of the schedule.*section 1"):
+        checks.check_epsilon_schedule(answers[answer])

@@ -32,11 +32,17 @@ def rows(scores, loss=0.01):
             for i, s in enumerate(scores)]
 
 
+def own_schedule(step, start, end, decay_steps):
+    """A learner's ε schedule (notebook 07's exercise): a straight line from start to end, then end."""
+    return end + (start - end) * max(0.0, 1.0 - step / decay_steps)
+
+
 def test_verdict_says_why_a_learners_function_cannot_train_and_keeps_the_check_quiet(capsys):
     assert diagnostics.verdict("targets", None) == "not written yet"
     assert diagnostics.verdict("targets", lambda *args: None) == "not written yet"
-    assert diagnostics.verdict("targets", td_targets) is None
-    assert diagnostics.verdict("epsilon", linear_epsilon) is None
+    assert diagnostics.verdict("targets", td_targets).startswith("fails its check (`td_targets(")  # the course's
+    assert diagnostics.verdict("epsilon", linear_epsilon).startswith("fails its check (`epsilon_schedule(")
+    assert diagnostics.verdict("epsilon", own_schedule) is None
     wrong = diagnostics.verdict("targets", lambda rewards, *rest: torch.zeros_like(rewards))
     assert wrong.startswith("fails its check (") and "\n" not in wrong
     assert capsys.readouterr().out == ""
@@ -83,7 +89,7 @@ def test_diagnosed_runs_are_the_recorded_runs_with_the_diagnostics_columns(tmp_p
 def test_train_beside_trains_a_passing_function_from_the_same_seed(tmp_path, capsys):
     cfg = dataclasses.replace(PRESETS["quick"], total_steps=700, learning_starts=300, eval_every=700, eval_episodes=1,
                               eval_max_steps=50, checkpoint_every=700)
-    runs = diagnostics.train_beside(cfg, tmp_path, targets=lambda *args: None, epsilon=lambda *a: linear_epsilon(*a))
+    runs = diagnostics.train_beside(cfg, tmp_path, targets=lambda *args: None, epsilon=own_schedule)
     printed = capsys.readouterr().out.splitlines()
     assert [line for line in printed if line.split()[0] in ("targets", "loss", "epsilon")] == [
         "targets  the library's: yours is not written yet", "loss     the library's",  # loss: not asked for

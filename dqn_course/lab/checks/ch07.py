@@ -6,7 +6,7 @@ from typing import Any
 
 from dqn_course.contracts import check_module
 from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _check_number,
-    _not_answered_yet, _passed, _require_number)
+    _not_answered_yet, _passed, _require_learners_code, _require_number)
 
 
 _SCHEDULE = "section 1, *Why ε follows a schedule*"
@@ -124,15 +124,21 @@ def check_epsilon_schedule(epsilon_schedule) -> bool | None:
 
     Compared with ``dqn_course.train.linear_epsilon`` (``start`` at step 0, a straight line to ``end`` at
     ``decay_steps``, then ``end``) for each of ``EPSILON_CASES`` at steps 0, 1, 10, half way, decay_steps - 1,
-    decay_steps, decay_steps + 1 and 10 x decay_steps. A Python, NumPy or torch scalar passes. Raises
-    ``AssertionError`` with a hint naming the likely mistake (no floor, decay to 0, rising, multiplicative decay,
-    integer division, a decay one step short or long, the wrong decay length).
+    decay_steps, decay_steps + 1 and 10 x decay_steps. A Python, NumPy or torch scalar passes. Then its behaviour
+    in a loop: called again in the order a resumed run asks (a late step first, then earlier ones, one of them
+    twice), with the step as a NumPy integer, it must give each step's ε again: ε depends on the step alone. The
+    course's schedules (``train.linear_epsilon``, ``train.epsilon_at``) and any def that calls them are refused
+    (``_require_learners_code``). Raises ``AssertionError`` with a hint naming the likely mistake (no floor, decay
+    to 0, rising, multiplicative decay, integer division, a decay one step short or long, the wrong decay length, a
+    schedule that keeps state between calls).
     """
     if epsilon_schedule is None:
         return _not_answered_yet("write epsilon_schedule(step, start, end, decay_steps)")
-    assert callable(epsilon_schedule), (
-        f"pass the function itself, e.g. check_epsilon_schedule(epsilon_schedule), got {epsilon_schedule!r}")
+    _require_learners_code(epsilon_schedule, "epsilon_schedule(step, start, end, decay_steps)",
+                           f"a def of the schedule, a straight line down then a floor ({_SCHEDULE})")
     import math
+
+    import numpy as np
 
     from dqn_course.train import linear_epsilon
 
@@ -153,8 +159,111 @@ def check_epsilon_schedule(epsilon_schedule) -> bool | None:
         where = "" if "*Why ε follows a schedule*" in hint else f" ({_SCHEDULE})"
         raise AssertionError(f"epsilon_schedule({step:_}, {start}, {end}, {n:_}) returned {got[step]:.6g}, which "
                              f"is not it: {hint}{where}.")
+    for start, end, n in EPSILON_CASES:  # a resumed run: a late step first, then earlier ones, as NumPy integers
+        for step in (10 * n, n // 2, n // 2, 1, n):
+            call = f"epsilon_schedule({step:_}, {start}, {end}, {n:_}) with the step a NumPy integer"
+            value = _call_learner(epsilon_schedule, (np.int64(step), start, end, n), call)
+            if getattr(value, "ndim", None) == 0 or getattr(value, "shape", None) == (1,):
+                value = value.item()  # a NumPy or torch scalar
+            _require_number(value, f"{call} should return ε, a number")
+            right = linear_epsilon(step, start, end, n)
+            assert math.isclose(float(value), right, rel_tol=1e-6, abs_tol=1e-9), (
+                f"{call}, called again after the steps in order, returned {float(value):.6g} instead of {right:.6g}: "
+                f"ε must depend on the step alone, not on the calls before it (a resumed run asks for a late step "
+                f"first; {_SCHEDULE})")
     return _passed("epsilon_schedule matches train.linear_epsilon: a straight line from start to end over "
                    "decay_steps, then end")
+
+
+_RECONNECT = "section 4, *One cell to run after every reconnect*"
+_DRIVE = "section 1, *Where the run lives*"
+
+
+def check_resume_from(resume_from) -> bool | None:
+    """Notebook 07b: ``resume_from(folder)``, the state file the next Colab session carries on from, or ``None``
+    when it must start a new run.
+
+    Checked by behaviour, on run folders built in a temporary folder the way a run leaves them (file names and
+    contents only; nothing is trained): a first session's folder that does not exist yet and an empty one (``None``);
+    a folder with only ``log.csv``, ``eval.csv`` and ``checkpoint.pt``, the policy of an evaluation, not a training
+    state (``None``); two kept states beside a ``.tmp`` of a save cut short, newest by step (the state of the
+    largest step); the same with the older file touched last, as a copy or a Drive sync does (still the largest
+    step, not the newest time); and a ``.tmp`` alone (``None``). A ``str`` or a path passes. The course's code
+    (``checkpoint.list_checkpoints``, ``colab.latest_step`` ...) and any def that calls it are refused
+    (``_require_learners_code``). Raises ``AssertionError`` naming the case and the section that explains it.
+    """
+    if resume_from is None:
+        return _not_answered_yet("write resume_from(folder)")
+    _require_learners_code(resume_from, "resume_from(folder)",
+                           f"a def that finds the newest whole training state of a run folder ({_RECONNECT})")
+    import os
+    import tempfile
+    from pathlib import Path
+
+    def state(step: int) -> str:
+        return f"state-{step:010d}.ckpt"
+
+    def build(folder: Path, files: list[str], touched_last: str | None = None) -> Path:
+        folder.mkdir(parents=True)
+        for i, name in enumerate(files):
+            (folder / name).write_bytes(b"x" * (10 + i))
+            os.utime(folder / name, (1_000_000 + i, 1_000_000 + i))  # each file written after the one before
+        if touched_last:
+            os.utime(folder / touched_last, (2_000_000, 2_000_000))
+        return folder
+
+    with tempfile.TemporaryDirectory(prefix="dqn07b-check-") as tmp:
+        root = Path(tmp)
+        stopped = [state(500), state(1_000), "log.csv", "eval.csv", "checkpoint.pt"]
+        cases = [  # (what the folder is, the folder, the right answer, hints by the name the learner returned)
+            ("a first session's run folder, not made yet", root / "new" / "run", None, {}),
+            ("an empty run folder", build(root / "empty", []), None, {}),
+            ("a run folder stopped before its first save", build(root / "unsaved", ["log.csv", "eval.csv",
+                                                                                    "checkpoint.pt"]), None,
+             {"checkpoint.pt": f"checkpoint.pt holds the policy of the last evaluation, for playing: no optimizer, "
+                               f"no replay memory, no step to carry on from ({_DRIVE})"}),
+            ("two kept states and a save cut short", build(root / "cut", stopped + [state(1_500) + ".tmp"]),
+             state(1_000),
+             {state(1_500) + ".tmp": "a .tmp file is a save cut short, never renamed: only whole state files can be "
+                                     "resumed (section 2, the third file written before the oldest goes)",
+              state(500): f"that is the older of the two kept states: carry on from the newest, the largest step "
+                          f"({_RECONNECT})",
+              "checkpoint.pt": f"checkpoint.pt holds the policy of the last evaluation, for playing, not the whole "
+                               f"training state ({_DRIVE})"}),
+            ("two kept states, the older one copied to Drive last", build(root / "copied", stopped, state(500)),
+             state(1_000),
+             {state(500): "the file's time says when it was last written or copied, not how far the run got: a sync "
+                          f"or a copy touches an old state; its step, in its name, does not change ({_RECONNECT})"}),
+            ("a folder holding only a save cut short", build(root / "tmp-only", [state(500) + ".tmp"]), None,
+             {state(500) + ".tmp": "a .tmp file is a save cut short, never renamed: with no whole state, the session "
+                                   "starts a new run (section 2)"}),
+        ]
+        for what, folder, right, hints in cases:
+            call = f"resume_from(folder) on {what}"
+            got = _call_learner(resume_from, (folder,), call,
+                                {"No such file": f"the first session finds no run folder yet: that is a new run "
+                                                 f"({_RECONNECT})"})
+            if got is None and right is None:
+                continue
+            if got is None:
+                if all(_call_learner(resume_from, (f,), "resume_from(folder)") is None for _, f, _r, _h in cases):
+                    return _not_answered_yet("resume_from still returns None, also for a folder that holds saved "
+                                             "states; return the state file to carry on from")
+                raise AssertionError(f"{call} returned None, a new run, though {right} is there, whole: a lost "
+                                     f"session's work would be played again from step 0 ({_RECONNECT})")
+            assert isinstance(got, (str, os.PathLike)), (
+                f"{call} returned {got!r}: return the path of the state file (or None for a new run)")
+            path = Path(got)
+            if not path.is_absolute() and not path.parent.name:
+                path = folder / path  # a bare file name: in the folder
+            assert right is not None, (
+                f"{call} returned {path.name}, but no whole state file is there: "
+                + hints.get(path.name, f"the session must start a new run, None ({_RECONNECT})"))
+            assert path.name == right and path.resolve().parent == folder.resolve(), (
+                f"{call} returned {path.name}, not {right}: "
+                + hints.get(path.name, f"carry on from the whole state file of the largest step ({_RECONNECT})"))
+    return _passed("resume_from finds the newest whole state by its step, leaves the policy file and a save cut "
+                   "short alone, and starts a new run when there is no state (or no folder) yet")
 
 
 PREDICTIONS.update({

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from dqn_course.contracts import Count, check_module
-from dqn_course.lab.checks.core import (QUESTIONS, _call_learner, _not_answered_yet, _passed)
+from dqn_course.lab.checks.core import (QUESTIONS, _call_learner, _not_answered_yet, _passed,
+                                        _require_learners_code)
 
 
 def check_capstone(run: str | Path | None, games: Count = 30) -> bool | None:
@@ -42,12 +43,17 @@ def check_capstone_loop(my_dqn) -> bool | None:
     library's rule. The first call is interrupted (``KeyboardInterrupt``, as the stop button sends) at step
     ``CAPSTONE_STOP``; the second, on the same folder, must carry on from what the first saved to the last step.
     Together they must log finished games with the updates' diagnostics and a falling ε, in growing steps, evaluate
-    every ``eval_every`` steps and return the last step. Raises ``AssertionError`` naming the first thing missing and
-    the section of the page that explains it.
+    every ``eval_every`` steps and return the last step. The loop must be the learner's: it may build with the
+    pieces section 2's table hands it (``capstone_pieces``), but the course's own loops (``capstone_solution.dqn_loop``,
+    ``train.train``), any def that calls them and any piece passed in its place are refused
+    (``_require_learners_code``). Raises ``AssertionError`` naming the first thing missing and the section of the
+    page that explains it.
     """
     if my_dqn is None:
         return _not_answered_yet("write my_dqn(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None)")
-    assert callable(my_dqn), f"pass the function itself, check_capstone_loop(my_dqn), got {my_dqn!r}"
+    _require_learners_code(my_dqn, "my_dqn(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None)",
+                           "a def of the loop that joins the pieces of section 2: act, store, learn, sync, evaluate "
+                           "and save (section 4)", allowed=capstone_pieces())
     import csv
     import tempfile
     from pathlib import Path
@@ -124,6 +130,19 @@ def check_capstone_loop(my_dqn) -> bool | None:
 
 
 CAPSTONE_STOP = 450  # the step at which check_capstone_loop interrupts the learner's first call
+
+
+def capstone_pieces() -> tuple:
+    """The course's objects notebook 07c's loop is handed to build with (its section 2's table): the game, the
+    network, the memory, the batch's tensors, the run folder and the device. ``check_capstone_loop`` lets the
+    learner's loop read these; anything else of the course's (its own loop above all) is refused."""
+    from dqn_course.device import pick_device
+    from dqn_course.envs import make_breakout
+    from dqn_course.lab.capstone import Run, to_tensors
+    from dqn_course.networks import NatureCNN
+    from dqn_course.replay import FrameSharingMemory
+
+    return make_breakout, NatureCNN, FrameSharingMemory, to_tensors, Run, pick_device
 
 
 QUESTIONS.update({
