@@ -145,9 +145,56 @@ def test_td_targets_right(capsys):
     assert torch.equal(seed_state, torch.random.get_rng_state()), "the check must not move the learner's seed"
 
 
-def test_td_targets_accepts_any_number_type(capsys):
-    assert checks.check_td_targets(td_float64_list) is True
-    assert capsys.readouterr().out.startswith("✓")
+def td_float64(rewards, dones, next_states, online, target, gamma, double=False):
+    return td_right(rewards, dones, next_states, online, target, gamma, double).double()
+
+
+@torch.no_grad()
+def td_syncs_the_target(rewards, dones, next_states, online, target, gamma, double=False):
+    target.load_state_dict(online.state_dict())  # a copy belongs to the training loop, every C steps
+    return td_right(rewards, dones, next_states, online, target, gamma, double)
+
+
+_FIRST_TARGETS = {}
+
+
+def td_remembers(rewards, dones, next_states, online, target, gamma, double=False):
+    """Right values, cached by the batch: the target network's change never reaches them (caught by behaviour)."""
+    key = (double, float(rewards.sum()))
+    if key not in _FIRST_TARGETS:
+        _FIRST_TARGETS[key] = td_right(rewards, dones, next_states, online, target, gamma, double)
+    return _FIRST_TARGETS[key].clone()
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (td_float64_list, "returned a list, not a tensor"),
+    (td_float64, "returned float64 targets.*keep the batch's dtype"),
+    (td_syncs_the_target, "changed the target network's weights"),
+    (td_remembers, r"target network 5 higher, each target that goes on should rise by γ times it"),
+])
+def test_td_targets_refuses_the_wrong_type_and_checks_behaviour(answer, hint):
+    _FIRST_TARGETS.clear()
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_td_targets(answer)
+
+
+def _targets_by_the_course(rewards, dones, next_states, online, target, gamma, double=False):
+    from dqn_course.agent import td_targets
+
+    return td_targets(rewards, dones, next_states, online, target, gamma, double)
+
+
+@pytest.mark.parametrize("answer", ["agent.td_targets", "per_sample_targets", "DQNAgent.batched_targets",
+                                    "a def around td_targets", "torch.max"])
+def test_td_targets_refuses_the_course_and_the_pages_imports(answer):
+    from dqn_course.agent import DQNAgent, td_targets
+    from dqn_course.lab.targets import per_sample_targets
+
+    answers = {"agent.td_targets": td_targets, "per_sample_targets": per_sample_targets,
+               "DQNAgent.batched_targets": DQNAgent(n_actions=4, device="cpu", seed=0).batched_targets,
+               "a def around td_targets": _targets_by_the_course, "torch.max": torch.max}
+    with pytest.raises(AssertionError, match=r"write it yourself: a def of your own .*TD target"):
+        checks.check_td_targets(answers[answer])
 
 
 @pytest.mark.parametrize("answer, hint", [
@@ -268,6 +315,16 @@ def loss_half_detached(q_values, actions, targets):
     return (F.smooth_l1_loss(error, torch.zeros_like(error)).detach() + 0.0 * q_values.sum())
 
 
+def loss_fixed_batch(q_values, actions, targets):
+    taken = q_values[torch.arange(32), actions]  # the batch size written in: right for 32 only
+    return F.smooth_l1_loss(taken, targets)
+
+
+def loss_pushes_every_action(q_values, actions, targets):
+    nudge = q_values.sum() - q_values.sum().detach()  # zero, but it sends a gradient to every entry
+    return loss_right(q_values, actions, targets) + 1e-3 * nudge
+
+
 def test_td_loss_right(capsys):
     seed_state = torch.random.get_rng_state()
     assert checks.check_td_loss(loss_right) is True
@@ -290,11 +347,29 @@ def test_td_loss_right(capsys):
     (loss_clipped_huber, "'error clipping' IS the Huber loss"),
     (loss_delta_2, "Huber loss with a threshold of 2; DQN's is 1"),
     (loss_half_detached, "gradient in q_values is not the Huber loss's"),
+    (loss_fixed_batch, r"raised IndexError|not on a batch of 7 with 6 actions"),
+    (loss_pushes_every_action, "actions not taken received a gradient.*step 4"),
 ])
 @pytest.mark.filterwarnings("ignore:Using a target size")  # the (B, 1) against (B,) mistake warns
 def test_td_loss_wrong(answer, hint):
     with pytest.raises(AssertionError, match=hint):
         checks.check_td_loss(answer)
+
+
+def _loss_by_the_course(q_values, actions, targets):
+    from dqn_course.agent import td_loss
+
+    return td_loss(q_values, actions, targets)
+
+
+@pytest.mark.parametrize("answer", ["agent.td_loss", "F.smooth_l1_loss", "F.huber_loss", "a def around td_loss"])
+def test_td_loss_refuses_the_course_and_the_pages_imports(answer):
+    from dqn_course.agent import td_loss
+
+    answers = {"agent.td_loss": td_loss, "F.smooth_l1_loss": F.smooth_l1_loss, "F.huber_loss": F.huber_loss,
+               "a def around td_loss": _loss_by_the_course}
+    with pytest.raises(AssertionError, match=r"write it yourself: a def of your own .*section 4, \*The Huber loss"):
+        checks.check_td_loss(answers[answer])
 
 
 def test_td_loss_unanswered(capsys):

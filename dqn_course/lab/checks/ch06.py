@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 from dqn_course.contracts import check_module
-from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _not_answered_yet, _passed)
+from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _not_answered_yet, _passed,
+                                        _require_learners_code)
 
 
 PAIR_HINT = "a max along an axis gives a pair (values, indices): the values are the part to use"
@@ -101,53 +102,84 @@ def check_td_targets(td_targets) -> bool | None:
 
     ``rewards`` and ``dones`` are float32 (B,), ``next_states`` uint8 (B, 4, 84, 84), ``online`` and ``target``
     ``NatureCNN``s. The answer must be r + γ (1 - done) V(s') with V(s') = max_a Q_target(s', a), or with
-    ``double``, Q_target(s', argmax_a Q_online(s', a)), and carry no gradient. It is compared with
-    ``dqn_course.agent.td_targets`` on a seeded batch of 32, plain and double, with two networks that differ
-    and whose parameters require grad (so a missing ``no_grad`` shows), γ = 0.9, and rewards such as 2, -3 and 0.5:
-    the training loop clips rewards before it stores them, so a targets function that clips them again is wrong.
-    The inputs are passed as copies; changing one in place fails. Any number type holding the right (B,) values
-    passes. Raises ``AssertionError`` with a hint naming the likely mistake.
+    ``double``, Q_target(s', argmax_a Q_online(s', a)), as a float32 tensor (B,) that carries no gradient.
+
+    Refused first: anything that is not the learner's own code (``dqn_course.agent.td_targets``, the page's
+    ``per_sample_targets``, ``DQNAgent.batched_targets``, a library function, or a def that calls them). Then, plain
+    and double, on a seeded batch of 32 with two networks that differ and whose parameters require grad (so a
+    missing ``no_grad`` shows), γ = 0.9 and rewards such as 2, -3 and 0.5 (the training loop clips rewards before
+    it stores them, so a targets function that clips them again is wrong): the values, compared with
+    ``dqn_course.agent.td_targets``; the result's type, dtype and shape (a list or a float64 tensor is refused: the
+    agent's loss takes the targets beside float32 Q-values); no gradient; the inputs and both networks left as they
+    were; and the behaviour of bootstrapping: raising every Q-value of the target network by the same amount raises
+    each target that goes on by γ times it and leaves the terminal ones (done = 1) at their reward, while the same
+    change to the online network moves no target. Raises ``AssertionError`` with a hint naming the likely mistake.
     """
     if td_targets is None:
         return _not_answered_yet("write td_targets(rewards, dones, next_states, online, target, gamma, double=False)")
-    assert callable(td_targets), (
-        f"pass the function itself, e.g. check_td_targets(td_targets), got {td_targets!r}")
+    _require_learners_code(td_targets, "td_targets(rewards, dones, next_states, online, target, gamma, double=False)",
+                           "a def of your own that computes the TD target of the whole batch at once (*The target "
+                           "each learning step moves towards*, and section 3, *Overestimation and Double DQN*)")
+    import copy
+
     import torch
 
     from dqn_course.agent import td_targets as reference
 
+    def call(rewards, dones, next_states, online, target, double):
+        return _call_learner(td_targets, (rewards, dones, next_states, online, target, TD_GAMMA, double),
+                             f"td_targets(rewards, dones, next_states, online, target, gamma={TD_GAMMA}, "
+                             f"double={double})",
+                             {"return_types": PAIR_HINT,
+                              "converted to an index": "if you multiplied by the result of a max along an "
+                                                       "axis: " + PAIR_HINT,
+                              "must match the size": "one value per transition (B,): reduce over the actions "
+                                                     "(axis 1), not over the batch (axis 0)"})
+
+    def raised(net, by: float):
+        """A copy of ``net`` whose every Q-value is ``by`` higher (its last layer's bias moved)."""
+        net = copy.deepcopy(net)
+        with torch.no_grad():
+            net.net[-1].bias.add_(by)
+        return net
+
     with torch.random.fork_rng(devices=[]):  # leave the learner's own torch seed as it was
         r, d, next_states, online, target = _td_check_inputs()
         g = TD_GAMMA
+        weights = {name: [p.detach().clone() for p in net.parameters()]
+                   for name, net in (("online", online), ("target", target))}
         with torch.no_grad():
             q_target, q_online = target(next_states), online(next_states)
         for double in (False, True):
             name = "Double DQN (double=True)" if double else "plain DQN (double=False)"
-            expected = reference(r, d, next_states, online, target, g, double)
+            expected = reference(r, d, next_states, online, target, g, double).detach()
             given = (r.clone(), d.clone(), next_states.clone())
-            got = _call_learner(td_targets, given + (online, target, g, double),
-                                f"td_targets(rewards, dones, next_states, online, target, gamma={g}, double={double})",
-                                {"return_types": PAIR_HINT,
-                                 "converted to an index": "if you multiplied by the result of a max along an "
-                                                          "axis: " + PAIR_HINT,
-                                 "must match the size": "one value per transition (B,): reduce over the actions "
-                                                        "(axis 1), not over the batch (axis 0)"})
+            got = call(*given, online, target, double)
             if got is None:
                 return _not_answered_yet("td_targets still returns None; return a tensor of shape (B,)")
             for arg, before, after in zip(("rewards", "dones", "next_states"), (r, d, next_states), given):
                 assert torch.equal(before, after), (
                     f"{name}: td_targets changed its argument `{arg}` in place (an in-place operation on it): the "
                     "batch it reads belongs to the caller; compute the targets into a new tensor")
+            for net_name, net in (("online", online), ("target", target)):
+                assert all(torch.equal(p, w) for p, w in zip(net.parameters(), weights[net_name])), (
+                    f"{name}: td_targets changed the {net_name} network's weights: computing targets reads the "
+                    "networks, it never trains or copies them (*Why a target network*: the copy is made every C "
+                    "steps by the training loop)")
             assert type(got).__module__ != "torch.return_types", (
                 f"{name}: td_targets returned {type(got).__name__}(values, indices): {PAIR_HINT}")
-            try:
-                values = torch.as_tensor(got, dtype=torch.float32).detach().cpu()
-            except (TypeError, ValueError, RuntimeError):
-                raise AssertionError(f"{name}: td_targets should return a tensor of {TD_BATCH} targets, got "
-                                     f"{type(got).__name__}") from None
-            assert values.shape == expected.shape, (
+            assert isinstance(got, torch.Tensor), (
+                f"{name}: td_targets returned a {type(got).__name__}, not a tensor: the agent hands the targets to "
+                "the loss beside the network's Q-values, a tensor; build them with tensor operations on the batch")
+            shape = tuple(got.shape)
+            assert shape == tuple(expected.shape), (
                 f"{name}: td_targets should return one target per transition, shape {tuple(expected.shape)}, got "
-                f"{tuple(values.shape)}: {_td_shape_hint(tuple(values.shape))}")
+                f"{shape}: {_td_shape_hint(shape)}")
+            assert got.dtype == torch.float32, (
+                f"{name}: td_targets returned {str(got.dtype).replace('torch.', '')} targets; the batch's rewards "
+                "and the network's Q-values are float32, and the targets must be too (a float64 loss runs many "
+                "times slower on most GPUs, and some refuse it): keep the batch's dtype, converting nothing")
+            values = got.detach().cpu()
             if not torch.allclose(values, expected, rtol=1e-4, atol=1e-4):
                 wrong = ~torch.isclose(values, expected, rtol=1e-4, atol=1e-4)
                 i = int(wrong.nonzero()[0])
@@ -155,12 +187,31 @@ def check_td_targets(td_targets) -> bool | None:
                 raise AssertionError(
                     f"{name}: {int(wrong.sum())} of {TD_BATCH} targets are wrong, e.g. transition {i} (reward "
                     f"{float(r[i]):g}, done {float(d[i]):g}): yours is {float(values[i]):.4f}. Hint: {hint}.")
-            assert not (isinstance(got, torch.Tensor) and got.requires_grad), (
+            assert not got.requires_grad, (
                 f"{name}: the values are right, but the targets carry a gradient (requires_grad is True), so "
                 "loss.backward() would differentiate through them too, as if the goal itself were to be moved: "
                 "a target is a constant the prediction moves towards, computed where autograd records nothing "
                 "(`torch.no_grad()`, the exercise's first paragraph)")
-    return _passed("td_targets matches dqn_course.agent.td_targets for plain and Double DQN, without a gradient")
+            by = 5.0
+            higher = call(r.clone(), d.clone(), next_states.clone(), online, raised(target, by), double)
+            moved = (torch.as_tensor(higher).detach().cpu() - values)
+            terminal = d > 0
+            assert torch.allclose(moved[terminal], torch.zeros(int(terminal.sum())), atol=1e-4), (
+                f"{name}: with every Q-value of the target network {by:g} higher, the targets of terminal "
+                "transitions (done = 1) moved: a transition that ends does not bootstrap, its target is its reward "
+                "whatever the networks say (*Why (1 − done)*)")
+            assert torch.allclose(moved[~terminal], torch.full((int((~terminal).sum()),), g * by), atol=1e-3), (
+                f"{name}: with every Q-value of the target network {by:g} higher, each target that goes on should "
+                f"rise by γ times it, {g * by:g}: the next state's value comes from the target network, discounted "
+                "once (*The target each learning step moves towards*)")
+            same = call(r.clone(), d.clone(), next_states.clone(), raised(online, by), target, double)
+            assert torch.allclose(torch.as_tensor(same).detach().cpu(), values, atol=1e-4), (
+                f"{name}: with every Q-value of the online network {by:g} higher (so its best action is the same), "
+                "the targets moved: the online network never values the next state. Plain DQN does not read it; "
+                "Double DQN lets it only choose a*, and the target network values that choice (section 3)")
+    return _passed("td_targets matches dqn_course.agent.td_targets for plain and Double DQN, as float32 (B,) "
+                   "without a gradient; terminal transitions do not bootstrap, and only the target network values "
+                   "the next state")
 
 
 TD_LOSS_BATCH = 32  # check_td_loss' batch (4 actions: B is not the number of actions, so axis mix-ups show)
@@ -234,14 +285,20 @@ def check_td_loss(td_loss) -> bool | None:
     """Notebook 06: ``td_loss(q_values, actions, targets)``, the Huber loss (δ = 1) between Q(s, a) of the taken
     actions and the targets, averaged over the batch: one number that carries the gradient to ``q_values``.
 
-    ``q_values`` is (B, 4) float, ``actions`` int64 (B,), ``targets`` float (B,). Compared with
-    ``dqn_course.agent.td_loss`` on a seeded batch of 32 (not the number of actions, so an axis mix-up shows)
-    whose TD errors lie both within and beyond 1 (where Huber and the squared error differ): the value, then the
-    gradient ``backward`` leaves in ``q_values``. Raises ``AssertionError`` with a hint naming the likely mistake.
+    ``q_values`` is (B, n_actions) float, ``actions`` int64 (B,), ``targets`` float (B,). Refused first: anything
+    that is not the learner's own code (``dqn_course.agent.td_loss``, which the page imports as ``library_loss``,
+    a library function, or a def that calls them). Then compared with ``dqn_course.agent.td_loss`` on a seeded
+    batch of 32 with 4 actions (B is not the number of actions, so an axis mix-up shows) whose TD errors lie both
+    within and beyond 1 (where Huber and the squared error differ): the value, then the gradient ``backward``
+    leaves in ``q_values`` (only the taken actions' entries receive one, each the error clipped to [-1, 1] over B);
+    then on a second batch of another size (7 transitions, 6 actions), so nothing may be fixed to 32 or to 4.
+    Raises ``AssertionError`` with a hint naming the likely mistake.
     """
     if td_loss is None:
         return _not_answered_yet("write td_loss(q_values, actions, targets)")
-    assert callable(td_loss), f"pass the function itself, e.g. check_td_loss(td_loss), got {td_loss!r}"
+    _require_learners_code(td_loss, "td_loss(q_values, actions, targets)",
+                           "a def of your own that picks Q(s, a) of the taken actions and takes the Huber loss of "
+                           "their TD errors (section 4, *The Huber loss*)")
     import math
 
     import torch
@@ -286,11 +343,28 @@ def check_td_loss(td_loss) -> bool | None:
         except RuntimeError as exc:
             raise AssertionError(f"loss.backward() on td_loss's result failed: {exc}") from None
         assert q_in.grad is not None, no_grad
+        untaken = torch.ones_like(q_in.grad, dtype=torch.bool).scatter_(1, actions.unsqueeze(1), False)
+        assert not q_in.grad[untaken].any(), (
+            "the value is right, but actions not taken received a gradient: only Q(s, a) of the action taken in "
+            "each transition is compared with its target, so only that entry of q_values is pushed (section 4, "
+            "*The Huber loss*, step 4)")
         assert torch.allclose(q_in.grad, q_ref.grad, rtol=1e-4, atol=1e-6), (
             "the value is right, but the gradient in q_values is not the Huber loss's: let the gradient flow "
             "through Q(s, a) of the taken actions only (no part of the error detached)")
+        gen = torch.Generator().manual_seed(617)  # another batch size and number of actions
+        q_other = (2.0 * torch.randn(7, 6, generator=gen)).requires_grad_(True)
+        actions_other = torch.randint(0, 6, (7,), generator=gen)
+        targets_other = 3.0 * torch.randn(7, generator=gen)
+        want = float(reference(q_other.detach(), actions_other, targets_other))
+        other = _call_learner(td_loss, (q_other, actions_other.clone(), targets_other.clone()),
+                              "td_loss(q_values, actions, targets) on a batch of 7 transitions with 6 actions")
+        assert isinstance(other, torch.Tensor) and other.numel() == 1 and math.isclose(
+            float(other.detach()), want, rel_tol=1e-4, abs_tol=1e-6), (
+            "td_loss is right on the batch of 32 with 4 actions, but not on a batch of 7 with 6 actions: nothing in "
+            "it may be fixed to the batch size or the number of actions; both come from the shapes of its "
+            "arguments")
     return _passed("td_loss matches dqn_course.agent.td_loss: the mean Huber loss over the batch of Q(s, a) of "
-                   "the taken actions, and its gradient")
+                   "the taken actions, and its gradient, which reaches only those entries; on batches of 32 and 7")
 
 
 PREDICTIONS.update({
@@ -331,32 +405,39 @@ QUESTIONS.update({
                                "c": "on a GPU the arithmetic of a small pass is expected to be nearly free (section "
                                     "5): four times nearly free is still small beside a call's fixed price. How many "
                                     "targets share that price?"}),
-    "06.double_lower": ("a", "the maximum of more noisy estimates lands higher: with 18 errors to pick from, the "
-                             "largest is larger (section 3's simulation with 18 columns would show it)",
-                        {"b": "the max picks the luckiest error: the more errors there are to pick from, the luckier "
-                              "the pick (section 3, *Overestimation and Double DQN*)",
-                         "c": "a maximum does not average: it picks the largest error (section 3, *Overestimation "
-                              "and Double DQN*)"}),
+    "06.double_lower": ("a", "the upward bias comes from near-ties: with one action ten error-spreads ahead, the "
+                             "max is nearly always that action's estimate, whose error averages to zero. "
+                             "Overestimation is worst where actions are close in value, as in many states of a game "
+                             "where most actions change little",
+                        {"b": "the spread of each error is the same, but the max only picks an error when the "
+                              "estimates compete: can an error of about 1 lift an action worth 0 above one worth 10? "
+                              "(section 3, *Overestimation and Double DQN*)",
+                         "c": "the max adds one estimate's error, not the largest of them all: the estimate it picks "
+                              "here is nearly always the best action's, whose error is as often below as above "
+                              "(section 3)"}),
     "06.gpu_gain": ("c", "faster arithmetic leaves the fixed price per call as a larger share: the loop pays it 32 "
                          "times, the batched pass once (the same reason a GPU should widen the gap, section 5)",
                     {"a": "the loop's extra time is not extra arithmetic, both ways do the same: it is the fixed price "
                           "of 32 calls, which faster arithmetic does not touch (the *Why* at the top, section 5)",
                      "b": "the arithmetic is the same both ways, but the fixed price per call is not: which share of "
                           "each way's time shrinks? (the *Why* at the top, section 5)"}),
-    "06.truncation_bootstraps": ("c", "a clock stopped the episode, not the agent: marked done, a state with a "
-                                      "future is taught it has none, and nothing in it says why (*Why (1 − done)*)",
-                                 {"a": "done = 1 says that a state has no future, not only that its episode "
-                                       "stopped: a clock stopped this one, and the state could have gone on (*Why "
-                                       "(1 − done)*, the time-limit case)",
+    "06.truncation_bootstraps": ("c", "done = 1 says that a state has no future; with the countdown on screen, the "
+                                      "last state shows that the race is over, so it has none. A truncation is a "
+                                      "clock the agent cannot see, which is why it bootstraps (Pardo et al., 2018, "
+                                      "make this distinction)",
+                                 {"a": "a truncation stops a game at a time the state does not show; here the frame "
+                                       "shows the countdown at 0: does that state still have a future? (*Why (1 − "
+                                       "done)*)",
                                   "b": "(1 − done) removes only the next state's value from the target; the "
-                                       "transition stays in the batch, and its loss still pulls its value towards "
-                                       "that target (*Why (1 − done)*)"}),
-    "06.target_network": ("a", "a target copied after every update moves with every update: the network chases a "
-                               "moving target again",
-                          {"b": "a copy is cheap; what matters is whether the targets stay put between updates "
-                                "(*Why a target network*)",
-                           "c": "the target still adds the discounted value of the next state, read from the copy "
-                                "(*Why a target network*)"}),
+                                       "transition stays in the batch, and its loss pulls its value towards its "
+                                       "reward (*Why (1 − done)*)"}),
+    "06.target_network": ("a", "the copy keeps 1 − τ of itself each step, so weights from k steps back still count "
+                            "(1 − τ) to the power k: they fade over about 1/τ = 1,000 steps, like a hard copy every "
+                            "1,000 steps (the course's target_sync_every), only smoothly",
+                       {"b": "it changes at every step, but by τ only: most of it is still made of older weights "
+                             "(*Why a target network*, the blend)",
+                        "c": "each step moves it a thousandth of the way to the online weights, so after about a "
+                             "thousand steps it has mostly caught up (*Why a target network*, the blend)"}),
     "06.huber_large_error": ("b", "inside the threshold the Huber loss is the squared error, whose gradient is e: "
                                   "with 10, an error of 5 pushes with 5, not 1",
                              {"a": "the push is bounded only beyond the threshold (section 4, *The Huber loss*, step "
