@@ -312,7 +312,7 @@ PREDICTIONS.update({
         "count the forward passes replay() makes for one sampled transition, then for the whole minibatch "
         f"({_LEARNING})"),
     # a fresh 200 MB mapping of zero pages, a 1 written every 10,000 bytes: each write lands in a page of its own
-    "01b.page_rss": Prediction("the MB of RSS growth, a 1 written every 10,000 bytes", 0.03, lambda m: {
+    "01b.page_rss": Prediction("the MB of RSS growth, a 1 written every 10,000 bytes", 0.02, lambda m: {
         0: "fresh zero pages cost nothing until written, but here some are written: RSS counts every page written at "
            "least once, however little of it (section 3, the first paragraph)",
         m * 10_000 / mmap.PAGESIZE: "that is the whole array: a page is smaller than the 10,000 bytes between two "
