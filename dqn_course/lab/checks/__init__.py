@@ -1,13 +1,13 @@
 """One-call self-checks for the notebooks' exercises, a module per chapter (or pair of chapters that share one).
 
-Each ``check_*`` function takes the learner's answer (a number or a function), compares it with the
-course's own implementation or arithmetic, prints a line starting with "✓" when it is right, and
-raises ``AssertionError`` with a hint when it is not. ``core`` holds what every chapter shares (the verdicts,
-predict-then-measure, the short questions); ``ch00_01`` ... ``ch10`` hold each chapter's checks, hints, quiz keys
-and predictions. A notebook calls every check the same way, ``checks.check_...`` (all are here).
-tests/test_checks_00_03.py, test_checks_01.py, test_checks_04_06.py, test_checks_core.py, test_checks_07.py,
-test_checks_08.py, test_checks_09.py, test_checks_09_resume.py and test_checks_10.py prove that
-every check passes the right answer and rejects wrong ones with its hint.
+Each ``check_*`` function takes the learner's answer (a number, or a function or class the learner wrote: the
+course's own code is refused), runs it against the course's implementation or arithmetic, prints a line starting
+with "✓" when it is right, and raises ``AssertionError`` with a hint when it is not. ``core`` holds what every
+chapter shares (the verdicts, predict-then-measure, the short questions, the refusal of the course's code);
+``ch00_01`` ... ``ch10`` hold each chapter's checks, hints, quiz keys and predictions. A notebook calls every check
+the same way, ``checks.check_...`` (all are here).
+tests/test_checks_*.py prove that every check passes the right answer and rejects wrong ones with its hint, and
+tests/test_checks_learners_code.py that the course's own code is refused.
 """
 from __future__ import annotations
 

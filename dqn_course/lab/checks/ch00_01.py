@@ -107,7 +107,7 @@ def check_next_stack(next_stack) -> bool | None:
 
 PRETOUCH_PAGES = 2_048  # pages of each fresh buffer the check hands to pretouch
 PRETOUCH_SLACK = 32  # pages of RSS a reading may miss: the interpreter's own frees and allocations around the call
-PRETOUCH_EXTRA = 32  # pages pretouch may allocate while it runs (tracemalloc's peak): a page's worth of values, not a copy
+PRETOUCH_EXTRA = 32  # pages pretouch may allocate while it runs (tracemalloc's peak): a page of values, no copy
 
 
 def _fresh_buffer(nbytes: int, dtype: str, shape: tuple) -> np.ndarray:
