@@ -41,6 +41,23 @@ def closes_over_course():
     return lambda frame: helper(frame)
 
 
+def imports_course_by_name(frame):
+    import importlib
+
+    return importlib.import_module("dqn_course.lab.frames").to_gray(frame)
+
+
+def reads_course_from_sys_modules(frame):
+    import sys
+
+    return sys.modules["dqn_course.lab.frames"].to_gray(frame)
+
+
+def mentions_the_course_in_a_message(frame):
+    print("not dqn_course's, mine")
+    return frame.copy()
+
+
 class RingOverCourse:
     def add(self, item):
         return FrameSharingMemory
@@ -50,10 +67,11 @@ class SubclassOfCourse(FrameSharingMemory):
     pass
 
 
-@pytest.mark.parametrize("answer", [own, lambda frame: frame, functools.lru_cache(own), functools.partial(own),
-                                    OwnRing, OwnRing(3).add, OwnNet, OwnNet()],
-                         ids=["def", "lambda", "decorated", "partial", "class", "bound method", "module class",
-                              "module"])
+@pytest.mark.parametrize("answer", [own, mentions_the_course_in_a_message, lambda frame: frame,
+                                    functools.lru_cache(own), functools.partial(own), OwnRing, OwnRing(3).add, OwnNet,
+                                    OwnNet()],
+                         ids=["def", "a message naming the course", "lambda", "decorated", "partial", "class",
+                              "bound method", "module class", "module"])
 def test_the_learners_code_passes(answer):
     assert _require_learners_code(answer, "f(x)") is None
 
@@ -66,6 +84,8 @@ def test_the_learners_code_passes(answer):
     (calls_course, "calls the course's own `downsample`"),
     (closes_over_course(), "calls the course's own `helper`"),
     (RingOverCourse, "calls the course's own `FrameSharingMemory`"),
+    (imports_course_by_name, "calls the course's own `dqn_course.lab.frames`"),
+    (reads_course_from_sys_modules, "calls the course's own `dqn_course.lab.frames`"),
     (np.copy, "not a function of yours|a library's, not yours"),
     (np.ascontiguousarray, "not a function of yours"),
     (np.sqrt, "a library's, not yours"),
@@ -73,7 +93,8 @@ def test_the_learners_code_passes(answer):
     (nn.Identity(), "a library's, not yours"),
     (len, "not a function of yours"),
 ], ids=["reference", "course class", "subclass", "partial of it", "wrapper", "closure", "class calling it",
-        "numpy function", "numpy builtin", "ufunc", "library class", "library instance", "builtin"])
+        "import by name", "sys.modules", "numpy function", "numpy builtin", "ufunc", "library class",
+        "library instance", "builtin"])
 def test_anything_else_is_refused_saying_what_it_is(answer, said):
     with pytest.raises(AssertionError, match=said) as caught:
         _require_learners_code(answer, "f(x)", "the idea of section 2")

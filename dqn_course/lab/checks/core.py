@@ -199,14 +199,17 @@ def _is_course_object(obj) -> bool:
 def _course_names_read(fn, allowed: tuple = ()) -> list[str]:
     """The names of the course's objects that the Python function ``fn`` reads: through its globals (its code and
     the code nested in it, e.g. a lambda or a comprehension), through an import of the course inside it, or through
-    the variables it closes over; the objects in ``allowed`` (by identity) are left out."""
+    the variables it closes over; the objects in ``allowed`` (by identity) are left out. A string constant that is
+    the name of one of the course's modules (``importlib.import_module("dqn_course.agent")``, ``sys.modules[...]``)
+    counts as reading it, whatever it then takes from it."""
     import importlib
     import types
 
-    codes, names = [fn.__code__], set()
+    codes, names, strings = [fn.__code__], set(), set()
     while codes:
         code = codes.pop()
         names.update(code.co_names)
+        strings.update(c for c in code.co_consts if isinstance(c, str) and c.split(".")[0] == COURSE_PACKAGE)
         codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
 
     def course(obj) -> bool:
@@ -220,7 +223,7 @@ def _course_names_read(fn, allowed: tuple = ()) -> list[str]:
             continue
         found += [name for name in sorted(names) if course(getattr(module, name, None)) and name not in found]
     cells = zip(fn.__code__.co_freevars, fn.__closure__ or ())
-    return found + [name for name, cell in cells if course(cell.cell_contents)]
+    return found + [name for name, cell in cells if course(cell.cell_contents)] + sorted(strings)
 
 
 def _defined_by_learner(obj) -> bool:
