@@ -328,13 +328,15 @@ PREDICTIONS.update({
 
 QUESTIONS.update({
     "00.invaders_done": ("b", "the agent learns from the reward clipped to its sign, so the alien's 20 points give "
-                              "r = 1; the game is over, so done = 1 and the future term drops: y = 1 + 0.99 × (1 − 1) "
-                              "× 2.0 = 1",
-                         {"a": "the agent learns from the reward clipped to its sign, −1, 0 or +1, whatever the game "
+                              "r = 1; the game is over, lives left or not, so done = 1 and the future term drops: "
+                              "y = 1 + 0.99 × (1 − 1) × 2.0 = 1 (a lost life is only the course's extra reason for "
+                              "done, not the only one)",
+                         {"a": "done marks a step after which nothing follows, and nothing follows the end of a game, "
+                               "whatever ends it; a lost life is one more case the course adds, not the only one "
+                               "(section 6, *DQN in one page*, the TD target and its factor 1 − done)",
+                          "c": "the agent learns from the reward clipped to its sign, −1, 0 or +1, whatever the game "
                                "scores; the score keeps the points, the target does not (section 6, *DQN in one page*, "
-                               "the learning signals)",
-                          "c": "done drops only the future term, γ · max Q_target; the step's own reward stays in the "
-                               "target (section 6, *DQN in one page*, the TD target)"}),
+                               "the learning signals)"}),
     "01.killed_scaling": ("b", "the baseline is in RAM on either machine, paid once: all the added RAM goes to "
                                "transitions, so the process lives twice your steps plus the baseline's worth of "
                                "steps (the baseline over the bytes per step)",

@@ -288,17 +288,21 @@ PREDICTIONS.update({
 
 QUESTIONS.update({
     "02.slice_first": ("a", "the slice is a view of the screen, but the mean reads it into a new float64 array and "
-                            "the cast makes another: a 105 × 80 uint8 array of its own, 8,400 bytes, and nothing "
-                            "holds the screen or a full-size gray array",
-                       {"b": "33,600 bytes is a full 210 × 160 gray array; slicing first, no such array is made: what "
-                             "does the cast's result look into? (section 2, Trap 2)",
-                        "c": "the slice looks into the screen, but the memory stores what the cast returns, and the "
-                             "mean and the cast each make a new array (section 2, Trap 2)"}),
+                            "the cast makes another, a 105 × 80 uint8 array of its own; the reshape is a view of that "
+                            "8,400-byte array, and a view keeps alive only the array behind it: nothing holds the "
+                            "screen or a full-size gray array",
+                       {"b": "33,600 bytes is a full 210 × 160 gray array; slicing first, no such array is made: which "
+                             "array does the reshaped view look into? (section 2, Trap 2)",
+                        "c": "the slice looks into the screen, but the memory stores what the reshape returns, and a "
+                             "view keeps alive the array it looks into, not every array made on the way to it "
+                             "(section 2, Trap 2)"}),
     "03.where_to_scale": ("b", "10,001 depths need more than a byte: uint16 keeps each one exactly in 2 bytes and the "
-                               "network scales each batch; a cast to uint8 keeps each depth modulo 256, and float16, "
-                               "2 bytes as well, rounds neighbouring depths near 10,000 mm onto the same value",
-                          {"a": "a uint8 holds 0 to 255: what is left of a depth of 1,000 mm once it is cast? "
-                                "(section 4, *Back into uint8: truncation and wrap-around*)",
+                               "network scales each batch; divided by 40 and stored in uint8, each depth keeps only "
+                               "the whole part, so 40 neighbouring depths share one stored value, and float16, 2 bytes "
+                               "as well, rounds neighbouring depths near 10,000 mm onto the same value",
+                          {"a": "a uint8 keeps only the whole part of the float it is given: how many different depths "
+                                "end up as the same stored value once divided by 40? (section 4, *Back into uint8: "
+                                "truncation and wrap-around*)",
                            "c": "section 5, *float16: precise enough, still twice uint8*, kept 256 levels apart; "
                                 "here 10,001 levels share the range from 0 to 1: compare their spacing with "
                                 "float16's rounding near 1"}),
