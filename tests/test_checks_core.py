@@ -23,7 +23,7 @@ def _values(q_target, q_online, double):
 
 @torch.no_grad()
 def td_right(rewards, dones, next_states, online, target, gamma, double=False):
-    v = _values(target(next_states), online(next_states), double)
+    v = _values(target(next_states), online(next_states) if double else None, double)  # plain: the target network only
     return rewards + gamma * (1 - dones) * v
 
 
@@ -109,9 +109,10 @@ def td_double_chosen_by_target(rewards, dones, next_states, online, target, gamm
 
 @torch.no_grad()
 def td_double_valued_by_online(rewards, dones, next_states, online, target, gamma, double=False):
+    if not double:
+        return td_right(rewards, dones, next_states, online, target, gamma)
     q_online = online(next_states)
-    q = q_online if double else target(next_states)
-    return rewards + gamma * (1 - dones) * _values(q, q_online, double)
+    return rewards + gamma * (1 - dones) * _values(q_online, q_online, double)
 
 
 @torch.no_grad()
@@ -136,6 +137,60 @@ def td_in_place(rewards, dones, next_states, online, target, gamma, double=False
 @torch.no_grad()
 def td_float_frames(rewards, dones, next_states, online, target, gamma, double=False):
     return td_right(rewards, dones, next_states.float(), online, target, gamma, double)
+
+
+@torch.no_grad()
+def td_loop(rewards, dones, next_states, online, target, gamma, double=False):
+    """The blog's loop typed out (``per_sample_targets``' body): right values, one forward pass per transition."""
+    out = torch.empty_like(rewards)
+    for i in range(rewards.shape[0]):
+        s2 = next_states[i:i + 1]
+        next_q = target(s2)[0]
+        next_v = next_q[online(s2)[0].argmax()] if double else next_q.max()
+        out[i] = rewards[i] + (0.0 if dones[i] else gamma * next_v)
+    return out
+
+
+@torch.no_grad()
+def td_loop_double_only(rewards, dones, next_states, online, target, gamma, double=False):
+    """Batched for plain DQN, a loop for Double DQN: the Double DQN half is refused."""
+    if not double:
+        return td_right(rewards, dones, next_states, online, target, gamma)
+    return td_loop(rewards, dones, next_states, online, target, gamma, double)
+
+
+@torch.no_grad()
+def td_plain_runs_online(rewards, dones, next_states, online, target, gamma, double=False):
+    """Right values, but plain DQN runs the online network too, for nothing."""
+    return rewards + gamma * (1 - dones) * _values(target(next_states), online(next_states), double)
+
+
+@torch.no_grad()
+def td_target_twice(rewards, dones, next_states, online, target, gamma, double=False):
+    """Right values, but the target network runs twice for the batch."""
+    target(next_states)
+    return td_right(rewards, dones, next_states, online, target, gamma, double)
+
+
+@torch.no_grad()
+def td_calls_forward(rewards, dones, next_states, online, target, gamma, double=False):
+    """A loop that calls ``forward`` itself, round module hooks: still counted (the hooks sit inside the network)."""
+    rows = [target.forward(next_states[i:i + 1])[0].max() for i in range(rewards.shape[0])]
+    return rewards + gamma * (1 - dones) * torch.stack(rows)
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (td_loop, r"plain DQN \(double=False\): the values are right, but the target network ran 32 times .*Python loop "
+              r"over the batch.*section 1, \*Same numbers, one call instead of 32\*"),
+    (td_loop_double_only, r"Double DQN \(double=True\): the values are right, but the target network ran 32 times "
+                          r"and the online network 32.*Python loop over the batch.*section 1"),
+    (td_calls_forward, r"target network ran 32 times.*Python loop over the batch"),
+    (td_plain_runs_online, r"plain DQN's targets read the target network only.*section 1's hook counts"),
+    (td_target_twice, r"the target network ran 2 times.*one batched forward pass of each network.*section 1"),
+])
+def test_td_targets_refuses_a_loop_and_extra_passes(answer, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_td_targets(answer)
 
 
 def test_td_targets_right(capsys):
@@ -317,17 +372,25 @@ def loss_half_detached(q_values, actions, targets):
 
 def loss_fixed_batch(q_values, actions, targets):
     taken = q_values[torch.arange(32), actions]  # the batch size written in: right for 32 only
-    return F.smooth_l1_loss(taken, targets)
+    error = (taken - targets).abs()
+    return torch.where(error < 1, 0.5 * error ** 2, error - 0.5).mean()
 
 
 def loss_pushes_every_action(q_values, actions, targets):
     nudge = q_values.sum() - q_values.sum().detach()  # zero, but it sends a gradient to every entry
-    return loss_right(q_values, actions, targets) + 1e-3 * nudge
+    return loss_huber_by_hand(q_values, actions, targets) + 1e-3 * nudge
+
+
+def loss_per_transition_then_mean(q_values, actions, targets):
+    return F.smooth_l1_loss(_taken(q_values, actions), targets, reduction="none").mean()
+
+
+def loss_huber_module(q_values, actions, targets):
+    return torch.nn.HuberLoss(delta=1.0)(_taken(q_values, actions), targets)
 
 
 def test_td_loss_right(capsys):
     seed_state = torch.random.get_rng_state()
-    assert checks.check_td_loss(loss_right) is True
     assert checks.check_td_loss(loss_huber_by_hand) is True
     assert capsys.readouterr().out.startswith("✓ td_loss")
     assert torch.equal(seed_state, torch.random.get_rng_state()), "the check must not move the learner's seed"
@@ -353,6 +416,13 @@ def test_td_loss_right(capsys):
 @pytest.mark.filterwarnings("ignore:Using a target size")  # the (B, 1) against (B,) mistake warns
 def test_td_loss_wrong(answer, hint):
     with pytest.raises(AssertionError, match=hint):
+        checks.check_td_loss(answer)
+
+
+@pytest.mark.parametrize("answer", [loss_right, loss_per_transition_then_mean, loss_huber_module])
+def test_td_loss_refuses_torchs_own_huber_loss(answer):
+    with pytest.raises(AssertionError, match=r"the value is right, but the loss comes from a library's ready-made "
+                                             r"Huber loss .*from its definition.*section 4, \*The Huber loss\*"):
         checks.check_td_loss(answer)
 
 

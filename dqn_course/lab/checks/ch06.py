@@ -97,6 +97,39 @@ def _td_shape_hint(shape: tuple) -> str:
             }.get(shape, "one target per transition: combine (B,) tensors only")
 
 
+def _counter(runs: dict[str, int], key: str):
+    """A forward hook that adds 1 to ``runs[key]`` at each forward pass of the module it is registered on."""
+    def count(*_):
+        runs[key] += 1
+    return count
+
+
+def _require_one_pass_per_network(name: str, runs: dict[str, int], double: bool) -> None:
+    """Refuse targets whose values are right but whose networks ran other than once each for the whole batch
+    (``runs``: forward passes of each network during one call): a loop over the transitions runs them B times."""
+    used = {"target": 1, "online": 1 if double else 0}
+    if runs == used:
+        return
+    counts = f"the target network ran {runs['target']} times and the online network {runs['online']}"
+    if max(runs.values()) >= TD_BATCH:
+        raise AssertionError(
+            f"{name}: the values are right, but {counts} for {TD_BATCH} transitions: that is a Python loop over the "
+            "batch, one forward pass per transition. The exercise asks for the targets of the whole batch at once, "
+            "one batched forward pass per network it needs (section 1, *Same numbers, one call instead of 32*, "
+            "and its hook counts)")
+    if not double and runs["online"]:
+        raise AssertionError(
+            f"{name}: the values are right, but {counts}: plain DQN's targets read the target network only, so "
+            "running the online network is a forward pass for nothing (section 1's hook counts: no call to the "
+            "online network for plain DQN)")
+    raise AssertionError(
+        f"{name}: the values are right, but {counts} for {TD_BATCH} transitions; the targets need one batched "
+        "forward pass of each network they read, "
+        + ("both for Double DQN: the online network chooses a*, the target network values it (section 3)"
+           if double else "the target network alone for plain DQN")
+        + " (section 1, *Same numbers, one call instead of 32*)")
+
+
 def check_td_targets(td_targets) -> bool | None:
     """Notebook 06: ``td_targets(rewards, dones, next_states, online, target, gamma, double=False)`` for a batch.
 
@@ -111,9 +144,12 @@ def check_td_targets(td_targets) -> bool | None:
     it stores them, so a targets function that clips them again is wrong): the values, compared with
     ``dqn_course.agent.td_targets``; the result's type, dtype and shape (a list or a float64 tensor is refused: the
     agent's loss takes the targets beside float32 Q-values); no gradient; the inputs and both networks left as they
-    were; and the behaviour of bootstrapping: raising every Q-value of the target network by the same amount raises
-    each target that goes on by γ times it and leaves the terminal ones (done = 1) at their reward, while the same
-    change to the online network moves no target. Raises ``AssertionError`` with a hint naming the likely mistake.
+    were; one batched forward pass of each network the targets read, counted by forward hooks (plain: the target
+    network once, the online network never; Double DQN: each once), so a loop over the transitions is refused
+    even when its values are right; and the behaviour of bootstrapping: raising every Q-value of the target network
+    by the same amount raises each target that goes on by γ times it and leaves the terminal ones (done = 1) at
+    their reward, while the same change to the online network moves no target. Raises ``AssertionError`` with a hint
+    naming the likely mistake.
     """
     if td_targets is None:
         return _not_answered_yet("write td_targets(rewards, dones, next_states, online, target, gamma, double=False)")
@@ -154,7 +190,14 @@ def check_td_targets(td_targets) -> bool | None:
             name = "Double DQN (double=True)" if double else "plain DQN (double=False)"
             expected = reference(r, d, next_states, online, target, g, double).detach()
             given = (r.clone(), d.clone(), next_states.clone())
-            got = call(*given, online, target, double)
+            runs = {"online": 0, "target": 0}  # forward passes of each network during this one call
+            hooks = [net.net.register_forward_hook(_counter(runs, net_name))
+                     for net_name, net in (("online", online), ("target", target))]
+            try:
+                got = call(*given, online, target, double)
+            finally:
+                for hook in hooks:
+                    hook.remove()
             if got is None:
                 return _not_answered_yet("td_targets still returns None; return a tensor of shape (B,)")
             for arg, before, after in zip(("rewards", "dones", "next_states"), (r, d, next_states), given):
@@ -192,6 +235,7 @@ def check_td_targets(td_targets) -> bool | None:
                 "loss.backward() would differentiate through them too, as if the goal itself were to be moved: "
                 "a target is a constant the prediction moves towards, computed where autograd records nothing "
                 "(`torch.no_grad()`, the exercise's first paragraph)")
+            _require_one_pass_per_network(name, runs, double)
             by = 5.0
             higher = call(r.clone(), d.clone(), next_states.clone(), online, raised(target, by), double)
             moved = (torch.as_tensor(higher).detach().cpu() - values)
@@ -281,6 +325,24 @@ def _td_loss_hint(got: float, q_values, actions, targets) -> str:
                 "taken actions and the targets")
 
 
+LIBRARY_LOSS_NODES = ("SmoothL1LossBackward", "HuberLossBackward")  # autograd's nodes of torch's own Huber losses
+
+
+def _library_loss_in(grad_fn) -> str | None:
+    """The name of the first node of torch's own Huber loss (smooth L1 or Huber, a module or a function, any
+    reduction) in the autograd graph that ends at ``grad_fn``, or None: a loss typed from its definition has none."""
+    seen, todo = set(), [grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if type(node).__name__.startswith(LIBRARY_LOSS_NODES):
+            return type(node).__name__
+        todo.extend(next_node for next_node, _ in node.next_functions)
+    return None
+
+
 def check_td_loss(td_loss) -> bool | None:
     """Notebook 06: ``td_loss(q_values, actions, targets)``, the Huber loss (δ = 1) between Q(s, a) of the taken
     actions and the targets, averaged over the batch: one number that carries the gradient to ``q_values``.
@@ -289,10 +351,11 @@ def check_td_loss(td_loss) -> bool | None:
     that is not the learner's own code (``dqn_course.agent.td_loss``, which the page imports as ``library_loss``,
     a library function, or a def that calls them). Then compared with ``dqn_course.agent.td_loss`` on a seeded
     batch of 32 with 4 actions (B is not the number of actions, so an axis mix-up shows) whose TD errors lie both
-    within and beyond 1 (where Huber and the squared error differ): the value, then the gradient ``backward``
-    leaves in ``q_values`` (only the taken actions' entries receive one, each the error clipped to [-1, 1] over B);
-    then on a second batch of another size (7 transitions, 6 actions), so nothing may be fixed to 32 or to 4.
-    Raises ``AssertionError`` with a hint naming the likely mistake.
+    within and beyond 1 (where Huber and the squared error differ): the value; then the loss must be written from
+    its definition (torch's own smooth L1 or Huber loss anywhere in its autograd graph is refused); then the
+    gradient ``backward`` leaves in ``q_values`` (only the taken actions' entries receive one, each the error clipped
+    to [-1, 1] over B); then on a second batch of another size (7 transitions, 6 actions), so nothing may be fixed
+    to 32 or to 4. Raises ``AssertionError`` with a hint naming the likely mistake.
     """
     if td_loss is None:
         return _not_answered_yet("write td_loss(q_values, actions, targets)")
@@ -338,6 +401,11 @@ def check_td_loss(td_loss) -> bool | None:
                    "records, from tensors still attached to q_values (nothing detached or turned into numbers), so "
                    "the backward pass can train the network")
         assert got.requires_grad and got.grad_fn is not None, no_grad
+        library = _library_loss_in(got.grad_fn)
+        assert library is None, (
+            "the value is right, but the loss comes from a library's ready-made Huber loss (autograd recorded "
+            f"{library}): the exercise asks for it written from its definition, the squared piece where the error "
+            "is small and the linear piece beyond, then the batch mean (section 4, *The Huber loss*, steps 1 and 2)")
         try:
             got.reshape(()).backward()
         except RuntimeError as exc:
@@ -432,8 +500,10 @@ QUESTIONS.update({
                                        "transition stays in the batch, and its loss pulls its value towards its "
                                        "reward (*Why (1 − done)*)"}),
     "06.target_network": ("a", "the copy keeps 1 − τ of itself each step, so weights from k steps back still count "
-                            "(1 − τ) to the power k: they fade over about 1/τ = 1,000 steps, like a hard copy every "
-                            "1,000 steps (the course's target_sync_every), only smoothly",
+                            "(1 − τ) to the power k: they fade over about 1/τ = 1,000 steps. On average the soft "
+                            "copy lags about 1/τ steps behind the online network, a hard copy every C steps C/2: so "
+                            "it behaves like a hard copy every C of the order of 1/τ steps (the course's "
+                            "target_sync_every is 1,000), only smoothly",
                        {"b": "it changes at every step, but by τ only: most of it is still made of older weights "
                              "(*Why a target network*, the blend)",
                         "c": "each step moves it a thousandth of the way to the online weights, so after about a "
