@@ -286,27 +286,26 @@ PREDICTIONS.update({
 
 
 QUESTIONS.update({
-    "07b.lost_runtime": ("b", "the next session resumes from the newest state file and plays the steps after it "
-                              "again: at most one save interval, counted in steps whatever the GPU; a GPU twice as "
-                              "fast plays those steps again in half the time",
-                         {"a": "a save comes every 100,000 steps at any speed: how far past the newest one can a run "
-                               "be when its runtime ends? (section 3)",
-                          "c": "a runtime ends at any moment, not at a save: no signal, no save (section 3; "
-                               "--time-limit is how a run saves first)"}),
-    "07b.fast_state": ("b", "the new state is written under a temporary name and takes the old one's place only once "
-                            "whole; the old file goes after that. Killed mid-write, the run leaves its last good state "
-                            "untouched and a partial .tmp that no resume reads (and the next save removes): the next "
-                            "session carries on from step 500,000. So even one kept file needs room for two during "
-                            "a save",
-                       {"a": "the oldest file goes only once the new one is whole (section 2): which file can a kill "
-                             "during the write have damaged?",
-                        "c": "a state is written under a temporary name and renamed only once it is whole "
-                             "(section 2, and notebook 09b): a resume only ever reads whole files"}),
+    "07b.lost_runtime": ("b", "the next session resumes from the newest state file and plays again what came after "
+                              "it: at most one save interval. Counted in minutes, that interval holds twice as many "
+                              "steps on a GPU twice as fast, played again in up to the same 30 minutes",
+                         {"a": "a save interval bounds what is lost in its own unit: here minutes, not steps. How many "
+                               "steps does each GPU make in one interval? (section 3)",
+                          "c": "saves counted in minutes come after the same wall time on either GPU; what the speed "
+                               "changes is the steps made in between (section 3)"}),
+    "07b.fast_state": ("b", "a resume lists only the final names a save writes (state-<step>.ckpt); a temporary file "
+                            "is never read, whatever its time, and the next save removes it. Step 600,000's file is "
+                            "whole (it was renamed only once written), so the next session carries on from it",
+                       {"a": "only final names count as states, and there is one of them here (section 2, how a state "
+                             "is written, and notebook 09b): which file does a resume consider?",
+                        "c": "a state is written under a temporary name and renamed only once it is whole (section 2, "
+                             "and notebook 09b): a resume picks the newest by step among final names, never a "
+                             "temporary file"}),
     "07.eps_start": ("c", "at step 0 the schedule gives ε = 1 again: the agent acts at random until ε has fallen",
                      {"a": "the memory keeps the past, but every new transition comes from the actions ε picks "
                            "(section 1, *Why ε follows a schedule*)",
-                      "b": "ε picks the actions; the TD target holds no ε (section 1, *ε-greedy*; notebook 06's TD "
-                           "target)"}),
+                      "b": "ε-greedy takes a random action with probability ε at every step, whatever the network "
+                           "has learned (section 1, *ε-greedy*)"}),
     "07.q_explodes": ("a", "with at most 1 reward per step, no discounted return exceeds 1 / (1 - γ): 1,000 for "
                            "γ = 0.999, so 300 can be an honest estimate; a max-Q past the bound is divergence",
                       {"b": "max-Q has a ceiling, the largest discounted return (section 5, *Mean max-Q*): work it "

@@ -162,12 +162,15 @@ QUESTIONS.update({
                   {"b": "a learning rate 100x too large shows at once in the loss and gradient norm; compare their "
                         "size with the working run's (notebook 07, section 5, *Gradient norm before clipping*)",
                    "c": "look at the ε panel: it follows the working run's line (notebook 07, section 5)"}),
-    "07c.eps_stuck": ("a", "a schedule right for the run's step, fed each game's length instead, starts again near 1 "
-                           "at every game: no game is long enough to bring it down",
-                      {"b": "decaying over the whole run is slow, but by the last steps ε would be near its floor "
-                            "(notebook 07, section 1, *Why ε follows a schedule*)",
-                       "c": "swapped, ε would start near its floor and rise: it would be low early on (notebook 07, "
-                            "section 1, *Why ε follows a schedule*)"}),
+    "07c.eps_stuck": ("a", "the TD target takes the max over the next state's actions, whatever action the play "
+                           "took, so the network learns the greedy policy's values even from random play; training "
+                           "games show ε = 1's play, the evaluation at ε = 0.05 shows what was learned. The loop's "
+                           "mistake is still there: it never lowers ε, so the memory never sees the better play",
+                      {"b": "the TD target uses the max over the next state's actions, not the action the play took "
+                            "(notebook 06's TD target; section 3, your rule): can learning from random play give a "
+                            "policy better than random?",
+                       "c": "evaluations that rise one after another, each above random play on the same games, are "
+                            "not noise (notebook 07, section 4; section 7, the gate)"}),
 })
 
 
