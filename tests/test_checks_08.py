@@ -92,6 +92,11 @@ def crashes(probabilities, n, beta):
     return probabilities.weights
 
 
+def once_per_transition(probabilities, n, beta):  # one weight per distinct transition: a repeated draw is dropped
+    raw = {float(p): (n * p) ** -beta for p in probabilities}
+    return [w / max(raw.values()) for w in raw.values()]
+
+
 @pytest.mark.parametrize("answer, hint", [
     (unnormalised, "divide by the batch's largest weight"),
     (wrong_sign, "exponent is -β"),
@@ -101,6 +106,7 @@ def crashes(probabilities, n, beta):
     (in_place, "changed the probabilities it was handed"),
     (one_short, "one weight per transition"),
     (crashes, "raised AttributeError"),
+    (once_per_transition, r"returned shape \(3,\) for 4 sampled transitions"),
     (lambda p, n, b: np.full(len(p), 0.25), r"the formula of \*Why PER\*"),
 ])
 def test_is_weights_wrong(answer, hint):

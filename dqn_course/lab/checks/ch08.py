@@ -92,6 +92,9 @@ def check_is_weights(is_weights: Any) -> bool | None:
                                            f"divided by the largest ({_DERIVED})"),
         ((0.3,), 1_000, 0.7, f"a batch of one transition: it is its own largest weight, so its weight is 1 "
                              f"({_DERIVED})"),
+        ((0.25, 0.1, 0.25, 0.05), 400, 0.6, f"a batch that drew one transition twice (the first and third "
+                                             f"draws): each draw gets its own weight, in the batch's order, and "
+                                             f"the two draws of one transition get the same ({_WEIGHT})"),
         ((2e-7, 1e-6, 5e-7, 1e-6), 1_000_000, 0.4, f"a million-slot memory at β = 0.4, the start of the anneal: the "
                                                     f"weight depends on the β and N handed in ({_WEIGHT})"),
     ]
@@ -135,8 +138,9 @@ QUESTIONS.update({
                                   "of its operations, which does not (section 3, How to read these numbers)"}),
     "08.equal_priorities": ("a", "with equal priorities every P(i) is 1/N, so every N·P(i) is 1 and so is every "
                                  "weight: the draws are uniform, and there is no bias to correct",
-                            {"b": "the weight of *Why PER* multiplies P(i) by N before the exponent: with equal "
-                                  "priorities P(i) is 1/N, so what is N·P(i)? (*Where the weight comes from*)",
+                            {"b": "the weight of *Why PER* multiplies P(i) by N before the exponent, and is then "
+                                  "divided by the batch's largest: with equal priorities P(i) is 1/N, so what is "
+                                  "N·P(i)? (*Where the weight comes from*)",
                              "c": "β sets how much of the bias is corrected; with equal priorities the draws are "
                                   "uniform and every N·P(i) is the same, so every weight is too (*Where the weight "
                                   "comes from*)"}),

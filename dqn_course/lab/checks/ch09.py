@@ -454,31 +454,38 @@ PREDICTIONS.update({
 
 
 QUESTIONS.update({
-    "09.what_sets_speed": ("b", "a batch decompresses 32 x 5 = 160 frames, so the decompression time sets the rate",
-                           {"a": "the ratio decides how much RAM the memory takes: copying a few hundred bytes per "
-                                 "frame is not where a batch's time goes (section 3, *What the numbers say*)",
-                            "c": "a frame is compressed once, when it is stored, not while batches are drawn: count "
-                                 "what drawing a batch does to each of its frames (section 3, *What the numbers "
-                                 "say*)"}),
-    "09.cold_disk": ("c", "cold, every frame is a read at a random place on the device; warm, its page is in RAM",
-                     {"a": "the page cache belongs to the kernel, which gives its pages back under memory pressure: "
-                           "it never makes the process swap (section 4)",
+    "09.what_sets_speed": ("b", "a batch of stacks decodes 64 x 4 = 256 frames at every draw, more than the 160 single "
+                                "frames of the one-frame store: the frames decoded, not the calls, set the rate",
+                           {"a": "a decompression's time grows with the bytes it writes out: count the frames a batch "
+                                 "decodes, not the calls (section 1's table times decompression per frame; section "
+                                 "3, *What the numbers say*)",
+                            "c": "a batch reads only a few hundred compressed bytes per frame; its time goes into "
+                                 "decoding each frame it draws again, and a payload of four frames is four frames to "
+                                 "decode (section 3, *What the numbers say*)"}),
+    "09.cold_disk": ("c", "less than a quarter of the file fits in the page cache, so most frames a batch draws miss "
+                          "it, and each miss waits for a page from the file server: a cold read, over the network",
+                     {"a": "the kernel reclaims page-cache pages under memory pressure, writing a changed one back to "
+                           "its file first: a file's pages never make the process swap (section 4)",
                       "b": "the store declares its reads random, which turns the kernel's read-ahead off: a batch "
                            "reads only the pages its frames lie on (section 4)"}),
-    "09b.kill_before_rename": ("b", "a resume reads only files named state-<step>.ckpt; the rename is what makes a "
-                                    "written file a checkpoint, so a complete .tmp file is never read (and the next "
-                                    "save deletes it): the newest checkpoint is step 125,000's",
-                               {"a": "a resume looks only at files named as finished checkpoints, and a written file "
-                                     "gets that name from the rename, its last step (section 1, Atomic)",
-                                "c": "the kill came while another file was being written; step 125,000's checkpoint "
-                                     "was renamed long before and passes its checks (section 1, Atomic)"}),
-    "09b.spike_between_looks": ("b", "the watchdog acts only when it looks, about once a second: memory that grows "
-                                     "past the budget and the machine between two looks meets the OOM killer's "
-                                     "SIGKILL first, and the run resumes from its last scheduled checkpoint, "
-                                     "step 50,000",
-                                {"a": "the watchdog saves only when it looks and sees the limit, about once a second; "
-                                      "count what this growth does between two looks (section 4, and section 2, "
-                                      "*Pulling the plug*, for what SIGKILL leaves)",
+    "09b.kill_before_rename": ("b", "a rename is atomic only within one file system; between two, a move copies the "
+                                    "bytes into a new file under the final name and deletes the original afterwards, "
+                                    "so a kill during the copy leaves a checkpoint cut short under its real name (a "
+                                    "resume refuses it by its length and carries on from step 125,000)",
+                               {"a": "a rename works only within one file system: section 1, the *Atomic* point, says "
+                                     "why the temporary file goes in the final file's folder. What must a move between "
+                                     "two disks do instead?",
+                                "c": "the fsync made the temporary file whole on /tmp's disk; a move between file "
+                                     "systems writes a second file, byte after byte, under the final name (section 1, "
+                                     "the *Atomic* point)"}),
+    "09b.spike_between_looks": ("b", "the training loop calls the watchdog between steps, at most once a second: "
+                                     "memory that grows past the budget and the machine inside one step meets the "
+                                     "OOM killer's SIGKILL first, and the run resumes from its last scheduled "
+                                     "checkpoint, step 50,000",
+                                {"a": "the watchdog is no thread: the training loop calls it between two steps, and it "
+                                      "saves only when it looks and sees the limit; count what this growth does "
+                                      "before its next look (section 4, and section 2, *Pulling the plug*, for what "
+                                      "SIGKILL leaves)",
                                  "c": "step 50,000's checkpoint took its name long before the kill, and a rename "
                                       "leaves the old file or the whole new one, never half of one (section 1, the "
                                       "*Atomic* point)"}),
