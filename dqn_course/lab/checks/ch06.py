@@ -524,13 +524,16 @@ QUESTIONS.update({
                                 "pages exist)",
                            "c": "RSS counts every page the process has written, read back or not (this notebook's "
                                 "How): where did the memory that Pong's deque freed go?"}),
-    "06b.fill_every_slot": ("b", "np.zeros pages cost no RSS until written: the ring grows page by page over its first "
-                                 "2M steps, to 2,000,000 x (9,216 + 16) bytes, about 18.5 GB, then overwrites its "
-                                 "oldest slots",
-                            {"a": "np.zeros hands out address space; each page costs RSS when it is first written "
-                                  "(this notebook's How: it writes every slot so that the pages exist)",
-                             "c": "a ring overwrites its oldest slots once full: it never holds more than its "
-                                  "capacity, however long the run (section 1: n is the capacity)"}),
+    "06b.fill_every_slot": ("b", "the ring's arrays start as untouched zero pages, and a page costs RSS only once it "
+                                 "is written (this notebook's How): 500 written slots cost about 500 slots' worth of "
+                                 "RSS, and the table divides by n, the transitions held, about 500. What a partial "
+                                 "fill leaves out is the RAM the rest of the ring will take once written, which is "
+                                 "why the ladder writes every slot before it reads RSS",
+                            {"a": "making the ring's arrays hands out address space, not RAM: a page costs RSS when "
+                                  "it is first written (this notebook's How). How many slots' pages were written?",
+                             "c": "the measured column divides the RSS growth by n, the transitions held, not by the "
+                                  "ring's capacity (section 1's columns): what does a quarter of the pages over a "
+                                  "quarter of the transitions give?"}),
 })
 
 

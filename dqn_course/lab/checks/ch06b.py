@@ -1,6 +1,6 @@
 """Notebook 06b (the whole ladder): its exercise, the bytes of frames a rung stores per transition from its settings.
 
-The questions and the prediction of 06b are registered with the other chapters' (``ch04_05``).
+The questions and the prediction of 06b are registered with notebook 06's (``ch06``).
 """
 from __future__ import annotations
 
