@@ -313,12 +313,16 @@ PREDICTIONS.update({
         "count each game's frames (one per transition, plus its last next-state frame: section 1) and, at each lost "
         "life, the frames of the state after it that padding cannot rebuild from its first frame (section 3, "
         f"*Episode starts: padding*, and {_LIFE})"),
-    "05.deque_bytes": Prediction("the bytes per transition of a deque that copies both stacks", 0.005, lambda m: {
+    # nbytes is a count, the same on every run: 0.1% leaves room for the deque's own size spread over its rows only
+    "05.deque_bytes": Prediction("the bytes per transition of a deque that copies both stacks", 0.001, lambda m: {
         2 * _STACK84: "that is the pixels alone (or a ring of s and s' stacks, with its 14 bytes a slot): each row "
                       "also keeps the Python objects section 1 priced, and now one array header per stack (section 1, "
                       "the pieces of a row)",
         m - _STACK84: "with copies, a row's next state is no longer the next row's state: every row keeps two stacks "
                       "of its own (section 1, the first paragraph, and what copying changes)",
+        m - 144 - 2 * 28: "a row now keeps two arrays of its own, so two array headers, where section 1's pieces "
+                          "count one; and nbytes counts every piece of the row, shared by CPython or not (section 1, "
+                          "the pieces of a row and how nbytes counts them)",
         m - 2 * _STACK84 + 2 * 84 * 84: "a deque row keeps whole stacks, four frames each: one new frame per step is "
                                         "the frame-sharing ring's way (notebook 04)"},
         "a row now keeps two stacks of its own, s and s', each with its array header, plus the Python objects "
