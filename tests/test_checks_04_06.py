@@ -322,6 +322,7 @@ MEASURED = 7_225_344  # notebook 03's float64 batch: its digits must never appea
     (MEASURED * 6.8, 0.02, "too high, off by about 7x"),
     (MEASURED * 1.3, 0.02, "too high, off by between 10% and 50%"),
     (MEASURED * 0.95, 0.02, "too low, within 10% but not within 2%"),
+    (MEASURED * 0.995, 0.001, "too low, within 10% but not within 0.1%"),
     (MEASURED + 1, 0, "too high, within 10% but not exact"),
     (-MEASURED, 0.02, "not even the same sign"),
     (0, 0.02, "zero, where the measurement is not"),

@@ -81,7 +81,7 @@ def _prediction_hint(prediction, measured, rel: float, forgot: dict | None, othe
     elif factor > 1.1:
         band = "off by between 10% and 50%"
     else:
-        band = "within 10% but not exact" if rel == 0 else f"within 10% but not within {rel:.0%}"
+        band = "within 10% but not exact" if rel == 0 else f"within 10% but not within {rel * 100:g}%"
     hint = f"{direction}, {band}"
     # A factor matches within 5%, or within half its distance from 1 when closer (a near miss is not "forgot").
     near = [(abs(ratio / f - 1), why) for f, why in forgot.items()
