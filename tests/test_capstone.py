@@ -367,6 +367,22 @@ def test_a_loop_that_ignores_the_schedule_is_told_eps_did_not_fall():
         checks.check_capstone_loop(fixed_eps)
 
 
+@pytest.mark.parametrize("plant, expected", [
+    (("                optimizer.step()\n", ""), "optimizer's state counts no step.*101 updates.*section 4, step 4"),
+    (("target.load_state_dict(q.state_dict())", "pass"), "target network did not change.*section 4, step 5"),
+    (("if t % cfg.target_sync_every == 0:", "if True:"), "target network equals the online one.*section 4, step 5"),
+    (('done=terminated or info["life_lost"]', "done=terminated"), "lost life ends the episode.*section 4, step 3"),
+    (("np.sign(reward)", "np.sign(reward) * 2"), "memory holds rewards \\[2\\.0\\].*section 4, step 3"),
+], ids=["never steps the optimizer", "never syncs", "syncs every step", "done without a lost life",
+        "rewards not in -1, 0, 1"])
+def test_a_loop_that_skips_what_learning_needs_is_told_which_step(plant, expected):
+    """Read from the saved states: the optimizer's steps, the target network at the stop and at the end, the
+    memory's rewards and dones. (An unclipped Breakout reward differs from its sign only on bricks worth 4 or 7,
+    which the check's short random play does not reach: the planted case stores a reward outside -1, 0, 1.)"""
+    with pytest.raises(AssertionError, match=expected):
+        checks.check_capstone_loop(learners_loop(plant))
+
+
 def test_a_crashing_loop_is_reported_with_its_line():
     def crashes(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None):
         return cfg.no_such_setting

@@ -43,7 +43,10 @@ def check_capstone_loop(my_dqn) -> bool | None:
     library's rule. The first call is interrupted (``KeyboardInterrupt``, as the stop button sends) at step
     ``CAPSTONE_STOP``; the second, on the same folder, must carry on from what the first saved to the last step.
     Together they must log finished games with the updates' diagnostics and a falling ε, in growing steps, evaluate
-    every ``eval_every`` steps and return the last step. The loop must be the learner's: it may build with the
+    every ``eval_every`` steps and return the last step. Their saved states must show what learning needs
+    (``_check_saved_state``): one optimizer step per update, a target network synced every ``target_sync_every``
+    steps (not at every step, not never), rewards in {-1, 0, 1} in the memory and a done for each lost life. The
+    loop must be the learner's: it may build with the
     pieces section 2's table hands it (``capstone_pieces``), but the course's own loops (``capstone_solution.dqn_loop``,
     ``train.train``), any def that calls them and any piece passed in its place are refused
     (``_require_learners_code``). Raises ``AssertionError`` naming the first thing missing and the section of the
@@ -59,7 +62,7 @@ def check_capstone_loop(my_dqn) -> bool | None:
     from pathlib import Path
 
     from dqn_course.agent import td_loss, td_targets
-    from dqn_course.checkpoint import list_checkpoints
+    from dqn_course.checkpoint import latest_checkpoint, list_checkpoints
     from dqn_course.lab.capstone import settings
     from dqn_course.train import linear_epsilon
 
@@ -89,6 +92,7 @@ def check_capstone_loop(my_dqn) -> bool | None:
             "block, so a stop, an error or the end all keep what was learned (section 4, step 6)")
         before = rows(folder / "log.csv")
         saved = max(int(p.stem.split("-")[1]) for p in list_checkpoints(folder))
+        at_stop, _, _ = latest_checkpoint(folder)  # the state the interruption saved: the networks at that step
         updates = []
 
         def counted_loss(q_values, actions, targets):
@@ -119,6 +123,7 @@ def check_capstone_loop(my_dqn) -> bool | None:
         assert eps[-1] < eps[0] or (len(eps) == 1 and eps[0] < cfg.eps_start), (
             f"ε did not fall over the run ({eps[0]} at the first game, {eps[-1]} at the last): act with the ε your "
             "schedule gives for the run's step, and log that ε (section 4, step 2)")
+        _check_saved_state(cfg, at_stop, saved, *latest_checkpoint(folder)[:2], games=len(log))
         evals = [int(r["step"]) for r in rows(folder / "eval.csv")]
         expected = list(range(cfg.eval_every, cfg.total_steps + 1, cfg.eval_every))
         assert evals == expected, (
@@ -130,6 +135,46 @@ def check_capstone_loop(my_dqn) -> bool | None:
 
 
 CAPSTONE_STOP = 450  # the step at which check_capstone_loop interrupts the learner's first call
+
+
+def _check_saved_state(cfg, at_stop: dict, stop_step: int, arrays: dict, meta: dict, games: int) -> None:
+    """What the loop did, read from its saved training states (the one the interruption left at ``stop_step``, and
+    the last one): the optimizer stepped once per update, the target network was synced every
+    ``cfg.target_sync_every`` steps (no more often, no less) and the memory holds clipped rewards and a done for each
+    lost life. Raises ``AssertionError`` naming the step of section 4 that explains what is wrong."""
+    import numpy as np
+
+    def net(state: dict, name: str) -> dict:
+        return {k.split("/", 2)[2]: np.asarray(v) for k, v in state.items() if k.startswith(f"agent/{name}/")}
+
+    def same(a: dict, b: dict) -> bool:
+        return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+    updates = int(meta["counters"]["updates"])
+    steps = {float(np.asarray(v)) for k, v in arrays.items() if k.startswith("agent/optimizer/") and
+             k.endswith("/step")}
+    assert steps == {float(updates)}, (
+        f"the optimizer's state counts {sorted(steps) or 'no'} step(s) where the loop told the run of {updates} "
+        "updates: each update ends with one step of the optimizer, after the loss's gradient (section 4, step 4)")
+    last_sync = stop_step - stop_step % cfg.target_sync_every
+    if cfg.learning_starts + cfg.train_every <= last_sync < stop_step - cfg.train_every:
+        assert not same(net(at_stop, "q"), net(at_stop, "target")), (
+            f"at step {stop_step} the target network equals the online one, though its last sync was due at step "
+            f"{last_sync} and updates followed: sync it only every cfg.target_sync_every steps (section 4, step 5)")
+    if cfg.learning_starts < stop_step + cfg.target_sync_every <= cfg.total_steps:
+        assert not same(net(at_stop, "target"), net(arrays, "target")), (
+            f"the target network did not change from step {stop_step} to step {cfg.total_steps}, though syncs were "
+            "due and the online network learned: copy the online network into it every cfg.target_sync_every steps "
+            "(section 4, step 5)")
+    stored = int(meta.get("counters", {}).get("step", cfg.total_steps))
+    rewards = np.asarray(arrays["replay/rewards"])
+    assert np.isin(rewards, (-1.0, 0.0, 1.0)).all(), (
+        f"the memory holds rewards {sorted(set(np.unique(rewards).tolist()) - {-1.0, 0.0, 1.0})[:5]}: store the "
+        "clipped reward, its sign (section 4, step 3)")
+    dones = int(np.asarray(arrays["replay/dones"]).sum())
+    assert dones > games, (
+        f"the memory marks {dones} transition(s) done in {stored} steps where {games} game(s) finished: a lost life "
+        "ends the episode for the target too, not only the end of a game (section 4, step 3)")
 
 
 def capstone_pieces() -> tuple:
