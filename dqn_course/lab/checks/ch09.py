@@ -68,11 +68,12 @@ def check_compressed_slot(compress: Any, decompress: Any) -> bool | None:
     and library functions are refused first (``_require_learners_code``). Raises ``AssertionError`` with a hint
     naming the section; prints a note (no error) while either answer, or what ``compress`` returns, is ``None``.
     """
+    write = f"a def of your own that calls a codec's functions ({_SLOT})"
+    for answer, call in ((compress, "compress(frames)"), (decompress, "decompress(payload, shape)")):
+        if answer is not None:  # the one already written is checked, even while the other is not
+            _require_learners_code(answer, call, write)
     if compress is None or decompress is None:
         return _not_answered_yet("write compress(frames) and decompress(payload, shape)")
-    write = f"a def of your own that calls a codec's functions ({_SLOT})"
-    _require_learners_code(compress, "compress(frames)", write)
-    _require_learners_code(decompress, "decompress(payload, shape)", write)
     import numpy as np
 
     view_hint = {"contiguous": f"the frames handed in may be a view whose bytes are not in order in memory "
