@@ -45,9 +45,12 @@ def verdict(name: str, fn: Callable | None) -> str | None:
     return None if passed else "not written yet"
 
 
-def _is(why: str) -> str:
-    """A verdict as the rest of "yours ...": "is not written yet", "fails its check (...)"."""
-    return why if why.startswith("fails") else f"is {why}"
+def _whose(why: str | None) -> str:
+    """Whose function a run uses, given the learner's ``verdict``: "yours", or the library's and why not yours
+    ("yours is not written yet", "yours fails its check (...)")."""
+    if why is None:
+        return "yours"
+    return f"the library's: yours {why if why.startswith('fails') else f'is {why}'}"
 
 
 _NOT_ASKED = object()  # a function the page does not ask for: the library's trains, and the line says only that
@@ -71,8 +74,7 @@ def train_beside(cfg: Config, out_root: str | Path, *, targets: Callable | None 
         why = verdict(name, fn)
         if why is None:
             yours[name] = fn
-        source = "yours" if why is None else f"the library's: yours {_is(why)}"
-        print(f"{name:8} {source}")
+        print(f"{name:8} {_whose(why)}")
     runs = {"library": train(dataclasses.replace(cfg, out_dir=str(out_root / "library"), progress=False))}
     if yours:
         runs["yours"] = train(dataclasses.replace(cfg, out_dir=str(out_root / "yours"), progress=False), **yours)
@@ -179,8 +181,7 @@ def learner_rule(td_targets: Callable | None = None, td_loss: Callable | None = 
                                      ("epsilon", "epsilon_schedule", epsilon_schedule, linear_epsilon)):
         why = verdict(name, fn)
         chosen.append(fn if why is None else library)
-        source = "yours" if why is None else f"the library's: yours {_is(why)}"
-        print(f"{label:<17} {source}")
+        print(f"{label:<17} {_whose(why)}")
     return tuple(chosen)
 
 
