@@ -289,9 +289,9 @@ PREDICTIONS.update({
     "04.frames_stored": Prediction("frames stored for 3 games of 10 transitions, 2 lives lost in each", 0, lambda m: {
         33: "that is what the memory stores when it is told where the games end; given only done, what does it make "
             f"of a lost life? ({_LIFE})",
-        57: "four frames again at every lost life, as in section 5's game; but the state after a game's 2nd "
-            "transition still holds padding: which of its frames can padding rebuild? (section 3, *Episode starts: "
-            f"padding*, and {_LIFE})",
+        57: "four frames again at every lost life; but the state after a game's 2nd transition still holds "
+            "padding: which of its frames can padding rebuild? (section 3, *Episode starts: padding*, and "
+            f"{_LIFE})",
         30: "one frame per transition leaves out each game's last next-state frame (section 1, *The same transitions "
             f"in four memories*) and what a lost life costs when only done is passed ({_LIFE})",
         39: "that counts a lost life as one more frame, as a reset would cost; but what does the state after a lost "
