@@ -483,12 +483,16 @@ QUESTIONS.update({
                          "c": "the max adds one estimate's error, not the largest of them all: the estimate it picks "
                               "here is nearly always the best action's, whose error is as often below as above "
                               "(section 3)"}),
-    "06.gpu_gain": ("c", "faster arithmetic leaves the fixed price per call as a larger share: the loop pays it 32 "
-                         "times, the batched pass once (the same reason a GPU should widen the gap, section 5)",
-                    {"a": "the loop's extra time is not extra arithmetic, both ways do the same: it is the fixed price "
-                          "of 32 calls, which faster arithmetic does not touch (the *Why* at the top, section 5)",
-                     "b": "the arithmetic is the same both ways, but the fixed price per call is not: which share of "
-                          "each way's time shrinks? (the *Why* at the top, section 5)"}),
+    "06.gpu_gain": ("c", "both ways do the same arithmetic, now four times as much or more, and only the loop pays "
+                         "the fixed price of a call 32 times: that price, nearly all of the loop's extra time, is a "
+                         "smaller share of each way's time, so the ratio falls towards 1 (the model of section 4, "
+                         "the rest of the step beside the targets, with the arithmetic in the role of the rest)",
+                    {"a": "the loop's extra time is not extra arithmetic: both ways do the same arithmetic, per state, "
+                          "whatever the frames' size; what only the loop pays is the fixed price of its 32 calls "
+                          "(the *Why* at the top, and section 4's model of a ratio)",
+                     "b": "the ratio is one of times, not of calls: each way's time is its calls' fixed price plus "
+                          "the arithmetic both share, and the shared part is what grew (the *Why* at the top, and "
+                          "section 4's model of a ratio)"}),
     "06.truncation_bootstraps": ("c", "done = 1 says that a state has no future; with the countdown on screen, the "
                                       "last state shows that the race is over, so it has none. A truncation is a "
                                       "clock the agent cannot see, which is why it bootstraps (Pardo et al., 2018, "
