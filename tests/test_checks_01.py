@@ -5,6 +5,7 @@ import functools
 import json
 import mmap
 import os
+import re
 import sys
 import tracemalloc
 import types
@@ -55,6 +56,7 @@ def test_own_preprocess_refuses_what_the_page_imports(library):
     (lambda f: np.mean(f, axis=2).astype(np.uint8)[::2, ::2][..., None], "view of a bigger array"),
     (lambda f: np.mean(f, axis=2)[::2, ::2, None], "float64"),
     (lambda f: np.mean(f, axis=2)[::2, ::2].astype(np.uint8), "channel"),
+    (lambda f: np.mean(f, axis=2)[None, ::2, ::2, None].astype(np.uint8), r"as section 1 prints it stored, \(1, 105"),
     (lambda f: f[::2, ::2, :1], "differs from the blog's recipe"),  # a slice of the raw frame
     (lambda f: f.mean(axis=2)[1::2, ::2, None].astype(np.uint8), "differs from the blog's recipe"),
     (lambda f: [[0]], "NumPy array"),
@@ -79,8 +81,15 @@ def test_own_preprocess_sees_a_state_that_keeps_the_raw_frame_alive():
 
 
 def test_the_checks_of_notebook_01_are_the_exercise_and_its_quizzes():
-    """Notebook 01's learner writes one function, the fix; the formulas its page states are no exercise."""
-    assert not hasattr(checks, "check_bytes_per_transition") and not hasattr(checks, "check_killed_at_step")
+    """Notebook 01's learner writes one function, the fix; the formulas its page states are no exercise: its checks
+    module defines none (another chapter's check may share a name with the old ones), and the page calls no other."""
+    from dqn_course.lab.checks import ch00_01
+
+    assert not hasattr(ch00_01, "check_bytes_per_transition") and not hasattr(ch00_01, "check_killed_at_step")
+    page = json.loads((Path(__file__).resolve().parent.parent / "notebooks" / "01_naive_agent.ipynb").read_text())
+    called = {name for c in page["cells"] if c["cell_type"] == "code"
+              for name in re.findall(r"checks\.(check_\w+)", "".join(c["source"]))}
+    assert called == {"check_own_preprocess", "check_prediction_of", "check_question"}
 
 
 def test_naive_run_stores_the_states_of_the_preprocess_it_is_given():

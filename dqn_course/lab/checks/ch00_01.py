@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 
+import contextlib
 import gc
+import io
 import mmap
 import sys
 import tracemalloc
+from collections.abc import Callable
 
 import numpy as np
 
@@ -103,6 +106,23 @@ def check_next_stack(next_stack) -> bool | None:
                    f"transition [s, a, r, s', done] of raw screens with your s' holds s.nbytes + s'.nbytes = "
                    f"{pixels:,} bytes of pixels; a million of them, {pixels * 1_000_000 / 1e9:,.1f} GB: the top rung "
                    "of the course's memory ladder")
+
+
+def next_stack_passes(next_stack: Callable) -> bool:
+    """Whether the learner's ``next_stack`` passes ``check_next_stack``, checked again without printing anything:
+    ``False`` while it still returns ``None`` or while the check fails (the exercise cell shows its hint).
+
+    Notebook 00's summary builds its top-rung transition with the learner's function once it passes, and says that
+    it fell back on the course's own stream of transitions otherwise. Raises ``TypeError`` if ``next_stack`` is not
+    callable.
+    """
+    if not callable(next_stack):
+        raise TypeError(f"next_stack must be the function you wrote, got {type(next_stack).__name__}")
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            return check_next_stack(next_stack) is True
+        except AssertionError:
+            return False
 
 
 PRETOUCH_PAGES = 2_048  # pages of each fresh buffer the check hands to pretouch
@@ -219,6 +239,21 @@ def _blog_state(frame: np.ndarray) -> np.ndarray:
     return blog_preprocess(frame)[..., None]
 
 
+def _shape_hint(shape: tuple) -> str:
+    """Why ``shape`` is not the ``BLOG_STATE`` that ``own_preprocess`` returns, in the words of notebook 01's
+    section 1, which prints the stored state as ``(1, 105, 80, 1)``: the recipe's (105, 80, 1) with the batch axis
+    the agent's loop puts in front."""
+    stored = (1, *BLOG_STATE)
+    if shape == stored:
+        return (f"that is the state as section 1 prints it stored, {stored}, batch axis included; the agent's loop "
+                "adds that batch axis of 1 in front when it stores a state, so own_preprocess returns what the "
+                f"recipe makes before it: {BLOG_STATE}, 105 × 80 pixels and a channel axis of 1 (section 1, "
+                "*Preprocessing*)")
+    return (f"own_preprocess returns what the recipe makes, {BLOG_STATE}: 105 × 80 pixels and a channel axis of 1; "
+            f"section 1 prints the stored state as {stored}, because the agent's loop adds a batch axis of 1 in front "
+            "when it stores it (section 1, *Preprocessing*)")
+
+
 def _kept_alive(fn, frame: np.ndarray) -> tuple[np.ndarray, int, bool]:
     """Call ``fn(frame)`` and return its result, the bytes that stay allocated while only that result is held
     (measured with ``tracemalloc``: everything the call made and did not free), and whether ``frame`` itself is
@@ -269,9 +304,7 @@ def check_own_preprocess(own_preprocess) -> bool | None:
         assert isinstance(got, np.ndarray), (
             f"own_preprocess(frame) returned a {type(got).__name__}: return one NumPy array, the state the blog "
             "stores (section 1, *Preprocessing*)")
-        assert got.shape == BLOG_STATE, (
-            f"own_preprocess(frame) returned shape {got.shape}: the blog stores 105 × 80 pixels with a channel "
-            "axis of 1 (section 1, *Preprocessing*)")
+        assert got.shape == BLOG_STATE, f"own_preprocess(frame) returned shape {got.shape}: {_shape_hint(got.shape)}"
         assert got.dtype == np.uint8, (
             f"own_preprocess(frame) returned {got.dtype}: the gray mean is float64 until it is cast, one byte a "
             "pixel is uint8 (section 1, *Preprocessing*, and the trap printed under it)")
@@ -349,8 +382,10 @@ QUESTIONS.update({
     "01b.which_tool_sees": ("b", "an np.memmap's bytes are a file the OS maps into the process, not a buffer from "
                                  "NumPy's allocator, the one that reports to tracemalloc (section 2); RSS counts the "
                                  "mapped pages while they sit in RAM",
-                            {"a": "NumPy's data buffers do show in tracemalloc (section 2, the np.ones line): what "
-                                  "differs here is who provides the bytes",
+                            {"a": "tracemalloc counts a buffer when the allocator hands it out, written or not: an "
+                                  "np.zeros array shows its full size before a single write (section 3's flat "
+                                  "tracemalloc line), so slots written in place would already be counted; what "
+                                  "differs here is who provides the bytes (section 2)",
                              "c": "written pages of a mapped file stay in RAM, in the OS's page cache, until it needs "
                                   "the room, and RSS counts them; tracemalloc would miss them even there: who "
                                   "provides those bytes? (section 2)"}),
