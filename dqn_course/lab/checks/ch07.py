@@ -252,14 +252,15 @@ QUESTIONS.update({
                                "steps does each GPU make in one interval? (section 3)",
                           "c": "saves counted in minutes come after the same wall time on either GPU; what the speed "
                                "changes is the steps made in between (section 3)"}),
-    "07b.fast_state": ("b", "a resume lists only the final names a save writes (state-<step>.ckpt); a temporary file "
-                            "is never read, whatever its time, and the next save removes it. Step 600,000's file is "
-                            "whole (it was renamed only once written), so the next session carries on from it",
-                       {"a": "only final names count as states, and there is one of them here (section 2, how a state "
-                             "is written, and notebook 09b): which file does a resume consider?",
-                        "c": "a state is written under a temporary name and renamed only once it is whole (section 2, "
-                             "and notebook 09b): a resume picks the newest by step among final names, never a "
-                             "temporary file"}),
+    "07b.fast_state": ("b", "only the last layer depends on the actions: (512 x 18 + 18) - (512 x 4 + 4) = 7,182 "
+                            "more weights, x 4 bytes x 4 copies, about 0.1 MB beside a fixed part of 27.0 MB. A slot "
+                            "keeps its action in one byte either way, so the replay part is what lz4 makes of "
+                            "Seaquest's frames, which compress otherwise than Breakout's",
+                       {"a": "which layers of section 2's table depend on the number of actions? The convolutions "
+                             "and the first dense layer see only the frames (section 2, *A state file, by "
+                             "arithmetic*)",
+                        "c": "a slot keeps its action in one byte of its 16 of bookkeeping (section 2, the replay "
+                             "part): how many actions does one byte tell apart?"}),
     "07.eps_start": ("c", "ε is worked out at every step from the step and eps_fraction x total_steps: with "
                           "20,000,000 steps the decay ends at step 2,000,000, and at step 1,500,000 ε = 1 - 0.99 x "
                           "0.75, about 0.26. A quarter of the actions turn random again and fill the memory with that "
