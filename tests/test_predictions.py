@@ -120,7 +120,7 @@ def test_a_planted_answer_above_its_prediction_is_found(above, expected):
 
 
 def test_a_named_prediction_is_held_to_its_own_tolerance():
-    key = "06b.ladder_factor"  # within 5%
+    key = "07b.state_drop"  # within 5%
     cells = [_md("Some rung is 110 times smaller."), _md("The factor is 150."), _code("# answer", tags=["answer"]),
              _code(f'checks.check_prediction_of("{key}", prediction, measured_factor)')]
     assert tolerance(cells, 2) == checks.PREDICTIONS[key].rel

@@ -18,7 +18,7 @@ from dqn_course.lab.checks.ch02_03 import check_preprocess, check_scaled_net
 from dqn_course.lab.checks.ch04_05 import check_ring, check_stack_at
 from dqn_course.lab.checks.ch06 import (PAIR_HINT, TD_BATCH, TD_GAMMA, TD_LOSS_BATCH, TD_N_ACTIONS, check_td_loss,
                                         check_td_targets)
-from dqn_course.lab.checks.ch06b import check_rung_bytes
+from dqn_course.lab.checks.ch06b import check_bytes_per_transition
 from dqn_course.lab.checks.ch07 import EPSILON_CASES, check_epsilon_schedule, check_resume_from
 from dqn_course.lab.checks.ch07c import CAPSTONE_STOP, check_capstone, check_capstone_loop
 from dqn_course.lab.checks.ch08 import IS_BETA, IS_N, IS_PROBABILITIES, check_is_weights
@@ -36,4 +36,4 @@ __all__ = ['REDO', 'check_prediction', 'Prediction', 'PREDICTIONS', 'QUESTIONS',
            'IS_PROBABILITIES',
            'IS_N', 'IS_BETA', 'check_is_weights', 'check_compressed_slot', 'check_min_compression_ratio',
            'check_checkpoint_to_resume',
-           'check_save_atomically', 'check_chunk_bytes', 'check_rung_bytes', 'check_scaled_net']
+           'check_save_atomically', 'check_chunk_bytes', 'check_bytes_per_transition', 'check_scaled_net']

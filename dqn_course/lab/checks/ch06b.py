@@ -1,141 +1,124 @@
-"""Notebook 06b (the whole ladder): its exercise, the bytes of frames a rung stores per transition from its settings.
+"""Notebook 06b (the whole ladder): its exercise, a memory's bytes per transition read as the page reads them, in a
+fresh process; and the fills it is checked on, module-level so that a freshly spawned interpreter can import them.
 
 The questions and the prediction of 06b are registered with notebook 06's (``ch06``).
 """
 from __future__ import annotations
 
+import gc
 from typing import Any
+
+import numpy as np
 
 from dqn_course.contracts import check_module
 from dqn_course.lab.checks.core import (_call_learner, _not_answered_yet, _passed, _require_learners_code,
                                         _require_number)
+from dqn_course.profiling import measure_in_subprocess, rss_bytes
 
-_RUNGS = "section 1, the *expected* column, and *The arithmetic behind the ticks*"
-_CALL = "rung_bytes(rung, stack, frame_shape, dtype)"
-RUNG_NAMES = ("copies", "shared", "folded", "one_frame")
+_FRESH = "the *How* under the title: why each rung is measured in a fresh process"
+_COLUMNS = "section 1, the *measured B/tr* column"
+_CALL = "bytes_per_transition(fill, *args)"
+_BY_NAME = dict.fromkeys(("pickle", "Can't get attribute"),
+                         "a child that is a new interpreter must import the function it runs by name: hand it fill "
+                         "and its arguments, not a function made in the notebook (section 3, the exercise's tools)")
 
-# The page's own rungs, as the course measured them (data/measured/06b_the_whole_ladder.json): the figure's name,
-# then (rung, stack, frame shape, dtype).
-MEASURED_RUNGS = {
-    "raw_rgb_stack4_copies_bytes_per_transition": ("copies", 4, (210, 160, 3), "uint8"),
-    "gray_float32_copies_bytes_per_transition": ("copies", 4, (84, 84), "float32"),
-    "gray_uint8_copies_bytes_per_transition": ("copies", 4, (84, 84), "uint8"),
-    "folded_ring_bytes_per_transition": ("folded", 4, (84, 84), "uint8"),
-    "gray_uint8_shared_bytes_per_transition": ("shared", 4, (84, 84), "uint8"),
-    "frame_sharing_bytes_per_transition": ("one_frame", 4, (84, 84), "uint8"),
-}
-MEASURED_REL = 0.05  # RSS moves in pages and the bottom rung adds its bookkeeping and episode ends (section 1)
-
-# Settings the page does not show, priced against the course's memories built with them.
-RUNG_CASES = (
-    ("copies", 3, (96, 96), "float16"),
-    ("shared", 4, (64, 64, 3), "uint8"),
-    ("folded", 2, (105, 80), "float32"),
-    ("one_frame", 3, (96, 96), "uint8"),
-    ("folded", 4, (84, 84), "float16"),
-    ("copies", 2, (210, 160, 3), "uint8"),
-    ("shared", 3, (42, 42), "float32"),
-    ("one_frame", 6, (64, 64), "uint8"),
-)
+# The check's fills: (frames, bytes per frame, steps per episode). Each is tens of MB of small arrays, the kind the
+# C allocator keeps for reuse once freed; an episode's last frame starts no transition, so each holds fewer
+# transitions than frames, as the bottom rung does.
+FILL_CASES = ((6_000, 5_000, 4), (3_000, 12_000, 5), (20_000, 1_500, 3))
+REL = 0.15  # RSS adds each array's header and the allocator's chunk headers; a start-up's freed memory takes a little
 
 
-def memory_bytes(rung: str, stack: int, frame_shape: tuple, dtype: str) -> float:
-    """The bytes of frames per transition of the course's memory for ``rung`` built with these settings: the
-    frame arrays a ``StackedRingMemory`` (``copies``), ``FoldedRingMemory`` (``folded``) or ``FrameSharingMemory``
-    (``one_frame``, uint8 only) allocates, over its capacity; for ``shared``, the distinct stacks a
-    ``NaiveDequeMemory`` keeps for 200 chained transitions (s' the next s), over 200. Raises ``ValueError`` for
-    another rung name."""
-    import numpy as np
+class Filled:
+    """A memory as the check's fills leave it: its frames, and ``transitions``, what ``len()`` gives, the
+    transitions they hold (the page's n)."""
 
-    from dqn_course.replay import FoldedRingMemory, FrameSharingMemory, NaiveDequeMemory, StackedRingMemory
+    def __init__(self, frames: list, transitions: int) -> None:
+        self.frames = frames
+        self.transitions = transitions
 
-    shape, n = (stack, *frame_shape), 200
-    if rung == "copies":
-        memory = StackedRingMemory(n, shape, dtype)
-        return (memory.states.nbytes + memory.next_states.nbytes) / n
-    if rung == "folded":
-        return FoldedRingMemory(n, shape, dtype).folded.nbytes / n
-    if rung == "one_frame":
-        return FrameSharingMemory(n, shape).frames.nbytes / n
-    if rung == "shared":
-        memory = NaiveDequeMemory(n, shape, dtype)
-        states = [np.full(shape, i % 200, dtype) for i in range(n + 1)]
-        for i in range(n):
-            memory.add(states[i], 0, 0.0, states[i + 1], False)
-        held = {id(a): a.nbytes for row in memory.memory for a in (row[0], row[3])}
-        return sum(held.values()) / n
-    raise ValueError(f"rung must be one of {RUNG_NAMES}, got {rung!r}")
+    def __len__(self) -> int:
+        return self.transitions
 
 
-def _wrong_answers(rung: str, stack: int, frame_shape: tuple, dtype: str) -> list[tuple[float, str]]:
-    """What typical slips give for one rung, each with its hint (the concept and the section, not the code)."""
-    import numpy as np
-
-    pixel = np.dtype(dtype).itemsize
-    frame = int(np.prod(frame_shape)) * pixel
-    frames = {"copies": 2 * stack, "shared": stack, "folded": stack + 1, "one_frame": 1}[rung]
-    wrong = [(frames * frame // pixel, f"a frame of {dtype} takes {pixel} bytes per pixel, not 1: count bytes "
-                                       f"(notebook 03's rung; {_RUNGS})"),
-             (frames * int(np.prod(frame_shape[:2])) * pixel,
-              f"a frame's pixels are the product of its whole shape, colour channels included ({_RUNGS})")]
-    if rung == "copies":
-        wrong.append((stack * frame, f"s and s' are both kept, each as its own stack of frames ({_RUNGS})"))
-    if rung == "shared":
-        wrong.append((2 * stack * frame, "with the next state shared, a transition's s' is the next transition's s: "
-                                         f"each stack is kept once, so a transition holds one stack ({_RUNGS})"))
-    if rung == "folded":
-        wrong += [(stack * frame, f"a folded state holds s and the one frame s' adds to it ({_RUNGS})"),
-                  (2 * stack * frame, "s and s' overlap in all but one frame; the folded state keeps the overlap "
-                                      f"once ({_RUNGS})")]
-    if rung == "one_frame":
-        wrong += [(stack * frame, f"the bottom rung keeps one frame per step and rebuilds stacks by index ({_RUNGS})"),
-                  (frame + 16, "count the frames only: the 16 bytes of a slot's bookkeeping are not pixels (section 1, "
-                               "the *expected* column)")]
-    return [(value, hint) for value, hint in wrong if value != frames * frame]  # a slip that changes nothing here
+def fill_frames(frames: int, frame_bytes: int, episode: int) -> Filled:
+    """A memory of ``frames`` uint8 arrays of ``frame_bytes`` each, every byte written (so each page costs RSS);
+    every ``episode``-th frame ends an episode and starts no transition. Raises ``ValueError`` for a count below 1."""
+    if min(frames, frame_bytes, episode) < 1:
+        raise ValueError(f"frames, frame_bytes and episode must be at least 1, got {frames}, {frame_bytes}, {episode}")
+    return Filled([np.full(frame_bytes, i % 251, np.uint8) for i in range(frames)], frames - frames // episode)
 
 
-def check_rung_bytes(rung_bytes: Any) -> bool | None:
-    """Notebook 06b: ``rung_bytes(rung, stack, frame_shape, dtype)``, the bytes of frames a rung of the ladder
-    stores per transition, for ``rung`` one of ``RUNG_NAMES``, ``stack``-frame states, frames of ``frame_shape`` and
-    ``dtype`` (a numpy dtype or its name).
+_PINNED: list = []  # one live array per freed block, so the allocator cannot hand the block back to the OS
 
-    Right when, at the page's own settings, each answer is within ``MEASURED_REL`` of the ladder the course measured
-    (``data/measured/06b_the_whole_ladder.json``, read when present), and when, on every setting of ``RUNG_CASES``
-    (other frame sizes, colour frames, other stacks and dtypes: none of them the page's), it equals the bytes of
-    frames the course's memory for that rung holds per transition (``memory_bytes``; 1% for ``shared``, whose 200
-    transitions keep 201 stacks). The course's code and anything the page imports are refused
-    (``_require_learners_code``). ``None``, or a function that returns ``None``, is "not answered yet". Raises
-    ``AssertionError`` with a hint naming the concept and the section.
+
+def _leave_freed_memory(total_bytes: int, frame_bytes: int) -> None:
+    """Leave this process as an earlier measurement leaves it: ``total_bytes`` of small arrays written, then freed
+    below an array that stays alive, so the C allocator keeps their memory and hands it to the next requests."""
+    freed = [np.full(frame_bytes, 1, np.uint8) for _ in range(total_bytes // frame_bytes + 1)]
+    _PINNED.append(np.full(frame_bytes, 2, np.uint8))
+    del freed
+    gc.collect()
+
+
+def _same_process_reading(frames: int, frame_bytes: int, episode: int) -> float:
+    """What a reading in this process gives right after ``_leave_freed_memory``: the contrast the pass prints."""
+    _leave_freed_memory(frames * frame_bytes * 3 // 2, frame_bytes)
+    before = rss_bytes()
+    memory = fill_frames(frames, frame_bytes, episode)
+    return (rss_bytes() - before) / len(memory)
+
+
+def _hint(got: float, truth: float, frames: int, held: int) -> str:
+    """The likely slip behind a wrong figure, as a hint naming the concept and the section."""
+    if got < 0.5 * truth:
+        return ("the fill took memory the process had already freed and kept, so RSS hardly grew: this check freed "
+                "as much just before calling you, as an earlier measurement would. Read it where nothing was freed "
+                f"before: a new interpreter, not this process nor a copy of it ({_FRESH})")
+    if abs(got - truth * held / frames) <= REL * truth * held / frames:
+        return (f"divide by n, the transitions the memory holds (its len()), not by its frames: an episode's last "
+                f"frame starts no transition ({_COLUMNS})")
+    if got > 2 * truth:
+        return f"take the growth of RSS while the memory fills, not the whole process's RSS ({_COLUMNS})"
+    return f"the RSS growth while the memory fills, over the transitions it holds, read in a fresh process ({_FRESH})"
+
+
+def check_bytes_per_transition(bytes_per_transition: Any) -> bool | None:
+    """Notebook 06b: ``bytes_per_transition(fill, *args)``, the bytes per transition of the memory ``fill(*args)``
+    builds and returns, read as section 1 reads a rung: the growth of RSS while the memory fills, over the
+    transitions it holds (``len()``), in a process where no memory was freed before (a fresh interpreter).
+
+    Run on the fills of ``FILL_CASES`` (``fill_frames``: small arrays, the kind the C allocator keeps once freed),
+    each called right after this process freed as much memory as the fill takes (``_leave_freed_memory``), so a
+    reading in this process, or in a fork of it (a copy that starts with its memory), grows too little. Right when
+    each answer is within ``REL`` of the fill's frame bytes over its transitions. The learner's function may use
+    ``measure_in_subprocess`` and ``rss_bytes``; the course's other code is refused (``_require_learners_code``).
+    ``None``, or a function that returns ``None``, is "not answered yet". Raises ``AssertionError`` with a hint
+    naming the concept and the section.
     """
-    if rung_bytes is None:
-        return _not_answered_yet("write rung_bytes(rung, stack, frame_shape, dtype)")
-    _require_learners_code(rung_bytes, _CALL, f"a def of {_CALL} in the notebook that prices a rung from its "
-                                               f"settings ({_RUNGS})")
-    from dqn_course.lab import figures
-
-    measured = figures.load("06b_the_whole_ladder").get("figures", {})
-    cases = [(args, measured[name], MEASURED_REL, "the course measured") for name, args in MEASURED_RUNGS.items()
-             if name in measured]
-    cases += [(args, None, 0.0, "the course's memory holds") for args in RUNG_CASES]
-    for (rung, stack, frame_shape, dtype), expected, rel, source in cases:
-        got = _call_learner(rung_bytes, (rung, stack, frame_shape, dtype), _CALL)
+    if bytes_per_transition is None:
+        return _not_answered_yet("write bytes_per_transition(fill, *args)")
+    _require_learners_code(bytes_per_transition, _CALL, f"a def of {_CALL} in the notebook that measures the memory "
+                                                        f"fill(*args) builds ({_FRESH})",
+                           allowed=(measure_in_subprocess, rss_bytes))
+    readings = []
+    for frames, frame_bytes, episode in FILL_CASES:
+        _leave_freed_memory(frames * frame_bytes * 3 // 2, frame_bytes)
+        got = _call_learner(bytes_per_transition, (fill_frames, frames, frame_bytes, episode), _CALL, _BY_NAME)
         if got is None:
-            return _not_answered_yet("rung_bytes returns None yet; return the rung's bytes per transition")
-        _require_number(got, f"rung_bytes should return a number of bytes for rung {rung!r}")
-        if expected is None:
-            expected = memory_bytes(rung, stack, frame_shape, dtype)
-            rel = 0.01 if rung == "shared" else 0.0
-        if abs(got - expected) <= rel * expected:
-            continue
-        where = f"rung {rung!r}, {stack}-frame states of {'x'.join(map(str, frame_shape))} {dtype} frames"
-        hint = next((h for value, h in _wrong_answers(rung, stack, frame_shape, dtype)
-                     if abs(got - value) <= rel * value),
-                    f"count the frames the rung keeps per transition, times a frame's pixels, times the dtype's "
-                    f"bytes ({_RUNGS})")
-        raise AssertionError(f"{where}: {source} {expected:,.0f} bytes per transition, rung_bytes gave {got:,}: "
-                             f"{hint}.")
-    return _passed(f"{len(cases)} rungs priced: the page's as the course measured them, and {len(RUNG_CASES)} at "
-                   "settings the page does not show, as the course's memories hold them")
+            return _not_answered_yet("bytes_per_transition returns None yet; return the bytes per transition")
+        _require_number(got, "bytes_per_transition should return a number of bytes per transition")
+        held = frames - frames // episode
+        truth = frames * frame_bytes / held
+        if abs(got - truth) > REL * truth:
+            raise AssertionError(
+                f"fill_frames({frames:,}, {frame_bytes:,}, {episode}) writes {frames:,} frames of {frame_bytes:,} "
+                f"bytes holding {held:,} transitions, {truth:,.0f} bytes of frames per transition; "
+                f"bytes_per_transition gave {got:,.0f}: {_hint(got, truth, frames, held)}.")
+        readings.append(f"{got:,.0f} (frames: {truth:,.0f})")
+    same = _same_process_reading(*FILL_CASES[0])
+    return _passed(f"{len(FILL_CASES)} memories measured, bytes per transition: {', '.join(readings)}. Read in this "
+                   f"process right after a free, the first grew by {same:,.0f} bytes per transition")
 
 
 check_module(globals())
