@@ -5,120 +5,209 @@ import functools
 
 import numpy as np
 import pytest
+from scipy.stats import chisquare
 
 from dqn_course.lab import checks
 from dqn_course.lab.bench import calls_per_second
 from dqn_course.lab.per_demo import VectorReplay, filled_trees, interleaved_ms, run_cartpole
-from dqn_course.per import PrioritizedMemory, importance_weights
+from dqn_course.lab.per_trees import PerItemSumTree, SumTree
+from dqn_course.lab.pictures_late import sum_tree_walk
+from dqn_course.per import CompiledSumTree, PrioritizedMemory
 
-# -- the exercise: the learner's is_weights(probabilities, n, beta) ----------------------------------------
-
-
-def right_weights(probabilities, n, beta):
-    w = (n * np.asarray(probabilities, dtype=np.float64)) ** -beta
-    return w / w.max()
+# -- the exercise: the learner's find(nodes, masses), the walk down a sum tree ----------------------------------
 
 
-def float32_weights(probabilities, n, beta):  # another right answer: float32, as PrioritizedMemory hands them
-    p = np.array(probabilities, np.float32)
-    w = np.power(n * p, -np.float32(beta))
-    return w / np.max(w)
+def walk(nodes, masses):  # the solution's walk, one mass at a time
+    size = len(nodes) // 2
+    leaves = []
+    for mass in masses:
+        node = 1
+        while node < size:
+            left = nodes[2 * node]
+            if mass < left or nodes[2 * node + 1] == 0:
+                node = 2 * node
+            else:
+                mass -= left
+                node = 2 * node + 1
+        leaves.append(node - size)
+    return np.array(leaves)
 
 
-def loop_weights(probabilities, n, beta):  # a list, one weight at a time
-    raw = [(n * p) ** -beta for p in probabilities]
-    return [w / max(raw) for w in raw]
+def level_by_level(nodes, masses):  # another right answer: every mass one level at a time, as CompiledSumTree does
+    size = len(nodes) // 2
+    node, mass = np.ones(len(masses), np.int64), np.array(masses, np.float64)
+    for _ in range(size.bit_length() - 1):
+        left, right = nodes[2 * node], nodes[2 * node + 1]
+        go_right = (mass >= left) & (right > 0)
+        mass = np.where(go_right, mass - left, mass)
+        node = 2 * node + go_right
+    return (node - size).tolist()
 
 
-@pytest.mark.parametrize("answer", [right_weights, float32_weights, loop_weights])
-def test_is_weights_right(answer, capsys):
-    assert checks.check_is_weights(answer) is True
+def recursive(nodes, masses):  # another right answer: the walk as a recursion, leaves as floats that are whole
+    size = len(nodes) // 2
+
+    def down(node, mass):
+        if node >= size:
+            return float(node - size)
+        left = nodes[2 * node]
+        if mass < left or not nodes[2 * node + 1] > 0:
+            return down(2 * node, mass)
+        return down(2 * node + 1, mass - left)
+
+    return [down(1, m) for m in masses]
+
+
+@pytest.mark.parametrize("answer", [walk, level_by_level, recursive])
+def test_sum_tree_find_right(answer, capsys):
+    assert checks.check_sum_tree_find(answer) is True
     assert capsys.readouterr().out.startswith("✓")
 
 
-def page_wrapper(probabilities, n, beta):
-    return importance_weights(probabilities, n, beta)
+def page_wrapper(nodes, masses):
+    return [sum_tree_walk(nodes, m)[-1][0] - len(nodes) // 2 for m in masses]
+
+
+def tree_wrapper(nodes, masses):
+    tree = CompiledSumTree(len(nodes) // 2)
+    tree.nodes[:] = np.asarray(nodes)
+    return tree.find(masses)
 
 
 @pytest.mark.parametrize("answer", [
-    importance_weights,  # the course's own
-    functools.partial(importance_weights),
+    CompiledSumTree(8).find,  # the course's own walk, as section 1 calls it
+    SumTree(8).find,
+    PerItemSumTree(8).find_one,
+    sum_tree_walk,  # the walk section 1 prints
+    functools.partial(sum_tree_walk),
     page_wrapper,  # a def that calls it
-    lambda p, n, b: importance_weights(p, n, b),
+    tree_wrapper,
+    lambda nodes, masses: CompiledSumTree(8).find(masses),
     PrioritizedMemory,  # a class the page imports
-    np.power,  # a library function
+    np.searchsorted,  # a library function
+    chisquare,
 ])
-def test_is_weights_refuses_the_course_and_the_pages_imports(answer):
+def test_sum_tree_find_refuses_the_course_and_the_pages_imports(answer):
     with pytest.raises(AssertionError, match="write it yourself"):
-        checks.check_is_weights(answer)
+        checks.check_sum_tree_find(answer)
 
 
-def unnormalised(probabilities, n, beta):
-    return (n * np.asarray(probabilities)) ** -beta
+def _walk_with(tie_left=False, subtract="left", guard=True):
+    """The walk with one slip: go left on a mass equal to the left sum, subtract another child's sum, or no guard
+    against a subtree of sum 0."""
+    def find(nodes, masses):
+        size = len(nodes) // 2
+        leaves = []
+        for mass in masses:
+            node = 1
+            while node < size:
+                left, right = nodes[2 * node], nodes[2 * node + 1]
+                if (mass <= left if tie_left else mass < left) or (guard and right == 0):
+                    node = 2 * node
+                else:
+                    mass -= {"left": left, "right": right, "none": 0.0}[subtract]
+                    node = 2 * node + 1
+            leaves.append(node - size)
+        return leaves
+    return find
 
 
-def wrong_sign(probabilities, n, beta):
-    w = (n * np.asarray(probabilities)) ** beta
-    return w / w.max()
+def linear_scan(nodes, masses):  # right leaves, but found by a cumulative sum over the whole row of leaves
+    leaves = np.asarray(nodes)[len(nodes) // 2:]
+    found = np.searchsorted(np.cumsum(leaves), masses, side="right")
+    return np.minimum(found, np.flatnonzero(leaves > 0)[-1])
 
 
-def by_the_sum(probabilities, n, beta):
-    w = (n * np.asarray(probabilities)) ** -beta
-    return w / w.sum()
+def scan_in_a_loop(nodes, masses):  # the same scan, leaf by leaf
+    size, out = len(nodes) // 2, []
+    for mass in masses:
+        before, last = 0.0, 0
+        for leaf in range(size):
+            if nodes[size + leaf] > 0:
+                last = leaf
+                if mass < before + nodes[size + leaf]:
+                    break
+            before += nodes[size + leaf]
+        out.append(last)
+    return out
 
 
-def beta_one(probabilities, n, beta):
-    w = 1 / (n * np.asarray(probabilities))
-    return w / w.max()
+def node_numbers(nodes, masses):
+    return np.asarray(walk(nodes, masses)) + len(nodes) // 2
 
 
-def beta_fixed(probabilities, n, beta):  # right on the exercise's batch only
-    w = (n * np.asarray(probabilities)) ** -0.5
-    return w / w.max()
+def swapped_children(nodes, masses):  # node n's children taken as 2n + 1 (left) and 2n (right)
+    size, out = len(nodes) // 2, []
+    for mass in masses:
+        node = 1
+        while node < size:
+            left = nodes[2 * node + 1]
+            if mass < left or nodes[2 * node] == 0:
+                node = 2 * node + 1
+            else:
+                mass -= left
+                node = 2 * node
+        out.append(node - size)
+    return out
 
 
-def in_place(probabilities, n, beta):  # right values, but the batch's probabilities are overwritten
-    probabilities **= -beta
-    probabilities /= probabilities.max()
-    return probabilities
-
-
-def one_short(probabilities, n, beta):
-    w = (n * np.asarray(probabilities)) ** -beta
-    return (w / w.max())[:-1]
-
-
-def crashes(probabilities, n, beta):
-    return probabilities.weights
-
-
-def once_per_transition(probabilities, n, beta):  # one weight per distinct transition: a repeated draw is dropped
-    raw = {float(p): (n * p) ** -beta for p in probabilities}
-    return [w / max(raw.values()) for w in raw.values()]
+def writes_the_tree(nodes, masses):
+    nodes[1] = 0.0
+    return walk(nodes, masses)
 
 
 @pytest.mark.parametrize("answer, hint", [
-    (unnormalised, "divide by the batch's largest weight"),
-    (wrong_sign, "exponent is -β"),
-    (by_the_sum, "not by the sum"),
-    (beta_one, "not 1"),
-    (beta_fixed, "with β = 0 nothing is corrected"),
-    (in_place, "changed the probabilities it was handed"),
-    (one_short, "one weight per transition"),
-    (crashes, "raised AttributeError"),
-    (once_per_transition, r"returned shape \(3,\) for 4 sampled transitions"),
-    (lambda p, n, b: np.full(len(p), 0.25), r"the formula of \*Why PER\*"),
+    (_walk_with(tie_left=True), "belongs to the next leaf"),
+    (_walk_with(subtract="right"), "the left child's sum that comes off the mass, not the right child's"),
+    (_walk_with(subtract="none"), "take the left child's sum off it"),
+    (_walk_with(guard=False), r"a mass equal to the total .* ended on leaf 7, the right leaf is 3.*A mass on the "
+                              r"total"),
+    (linear_scan, r"read 131,072 nodes.*never the row of leaves"),
+    (scan_in_a_loop, r"your find read [\d,]+ nodes.*never the row of leaves"),
+    (node_numbers, "those are node numbers"),
+    (swapped_children, "ended on leaf 7, the right leaf is 0: leaf 7 owns"),
+    (writes_the_tree, "find only reads the tree"),
+    (lambda nodes, masses: walk(nodes, masses)[:-1], r"returned shape \(8,\) for 9 masses"),
+    (lambda nodes, masses: [str(leaf) for leaf in walk(nodes, masses)], "a leaf is a whole number"),
+    (lambda nodes, masses: np.zeros(len(masses), int), "leaf 0 owns"),
 ])
-def test_is_weights_wrong(answer, hint):
+def test_sum_tree_find_wrong(answer, hint):
     with pytest.raises(AssertionError, match=hint):
-        checks.check_is_weights(answer)
+        checks.check_sum_tree_find(answer)
 
 
-def test_is_weights_unanswered(capsys):
-    assert checks.check_is_weights(None) is None
+def test_sum_tree_find_never_a_zero_priority_leaf():
+    """A walk that lands on leaves of priority 0 (mass 0.0 going left into an empty subtree on a tree whose first
+    leaves are 0) is told those leaves own empty intervals, whatever it returns elsewhere."""
+    def left_on_zero(nodes, masses):
+        return [0 if m == 0 else leaf for m, leaf in zip(masses, walk(nodes, masses))]
+
+    with pytest.raises(AssertionError, match=r"leaf 0 has priority 0: it owns an empty interval"):
+        checks.check_sum_tree_find(left_on_zero)
+
+
+def test_sum_tree_find_unanswered(capsys):
+    assert checks.check_sum_tree_find(None) is None
     assert "Not answered yet" in capsys.readouterr().out
-    assert checks.check_is_weights(lambda p, n, b: None) is None
+    assert checks.check_sum_tree_find(lambda nodes, masses: None) is None
     assert "returns None" in capsys.readouterr().out
+
+
+def test_counted_nodes_counts_what_is_read():
+    """The wrapper the check hands over counts one read per node an index returns and every node for the whole
+    array; shape and length read none; writing is refused."""
+    from dqn_course.lab.checks.ch08 import _CountedNodes
+
+    counted = _CountedNodes(np.arange(16.0))
+    assert (len(counted), counted.shape, counted.size, counted.reads) == (16, (16,), 16, 0)
+    assert counted[3] == 3.0 and counted.reads == 1
+    assert counted[np.array([2, 5])].tolist() == [2.0, 5.0] and counted.reads == 3
+    assert counted[8:].size == 8 and counted.reads == 11
+    np.asarray(counted)
+    assert counted.reads == 27
+    assert counted.sum() == 120.0 and counted.reads == 43
+    with pytest.raises(TypeError):
+        counted[1] = 0.0
 
 
 # -- per_demo ----------------------------------------------------------------------------------------------

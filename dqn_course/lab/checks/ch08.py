@@ -9,102 +9,221 @@ from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _cal
                                         _require_learners_code)
 
 
-IS_PROBABILITIES = (0.4, 0.3, 0.2, 0.1)  # P(i) of the four sampled transitions in notebook 08's exercise
+_WALK = "section 1, *The sum tree, drawn*"
+_TOTAL = "section 1, *A mass on the total*"
+_ZERO = "section 1, the sweep that hits no leaf of priority 0"
 
 
-IS_N, IS_BETA = 1_000, 0.5
+class _CountedNodes:
+    """A sum tree's node array, read-only, that counts the nodes read from it: ``reads`` grows by one for each node
+    an index returns (a number, an array of numbers or a slice) and by every node for anything that takes the whole
+    array (``np.asarray``, iteration, a method such as ``sum``). ``len``, ``shape``, ``size``, ``ndim`` and ``dtype``
+    read no node. Writing to it raises ``TypeError``: a walk only reads the tree."""
+
+    def __init__(self, nodes):
+        import numpy as np
+
+        self._nodes = np.array(nodes, np.float64)
+        self._nodes.flags.writeable = False
+        self.reads = 0
+        self.shape, self.size, self.ndim, self.dtype = (self._nodes.shape, self._nodes.size, self._nodes.ndim,
+                                                        self._nodes.dtype)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __getitem__(self, key):
+        import numpy as np
+
+        out = self._nodes[key]
+        self.reads += int(np.size(out))
+        return out
+
+    def __iter__(self):
+        self.reads += self._nodes.size
+        return iter(self._nodes)
+
+    def __array__(self, dtype=None, copy=None):
+        self.reads += self._nodes.size
+        return self._nodes if dtype is None else self._nodes.astype(dtype)
+
+    def __getattr__(self, name: str):  # the array's other methods (sum, tolist, copy, ...) read the whole array
+        if name.startswith("_"):  # looked up before ``_nodes`` exists (copy, pickle): not the array's
+            raise AttributeError(name)
+        attribute = getattr(self._nodes, name)
+        self.reads += self._nodes.size
+        return attribute
 
 
-_WEIGHT = "*Why PER*, the importance-sampling weight"
-
-
-_DERIVED = "*Where the weight comes from*"
-
-
-def check_is_weights(is_weights: Any) -> bool | None:
-    """Notebook 08: ``is_weights(probabilities, n, beta)``, the importance-sampling weights of a sampled batch.
-
-    Right when it returns one weight per sampled transition, w_i = (N · P(i)) ** -β divided by the batch's largest
-    (the exercise's batch P = (0.4, 0.3, 0.2, 0.1), N = 1,000, β = 0.5 gives (0.5, 0.577, 0.707, 1.0)), on that batch
-    and on batches of the check's own that test behaviour: β = 0 (no correction: every weight 1), β = 1 (the full
-    correction), a batch of one, a batch that drew one transition twice, probabilities of a million-slot memory,
-    and the probabilities handed in left unchanged. The course's ``importance_weights``, anything else of the course
-    and library functions are refused first (``_require_learners_code``). Raises ``AssertionError`` with a hint that
-    names the section; prints a note (no error) while the answer, or what it returns, is ``None``.
-    """
-    if is_weights is None:
-        return _not_answered_yet("write is_weights(probabilities, n, beta)")
-    call = "is_weights(probabilities, n, beta)"
-    _require_learners_code(is_weights, call, f"a def of {call} in the notebook, the weight of {_WEIGHT}")
+def _sum_tree(leaves) -> Any:
+    """The node array of a sum tree over ``leaves`` in ``CompiledSumTree``'s layout (what section 1 prints)."""
     import numpy as np
 
-    def weights(p, n, beta):
-        p = np.array(p, np.float64)
-        given = p.copy()
-        got = _call_learner(is_weights, (p, n, beta), call)
+    from dqn_course.per import CompiledSumTree
+
+    tree = CompiledSumTree(len(leaves))
+    tree.update(np.arange(len(leaves)), np.asarray(leaves, np.float64))
+    return tree.nodes.copy()
+
+
+def _leaves_for(nodes, masses) -> Any:
+    """The reference: the leaf whose interval [before, before + priority) on the line of priorities holds each mass,
+    by a cumulative sum searched over the whole row of leaves; a mass at the total ends on the last leaf with
+    priority, as ``CompiledSumTree.find`` ends it."""
+    import numpy as np
+
+    leaves = nodes[len(nodes) // 2:]
+    found = np.searchsorted(np.cumsum(leaves), masses, side="right")
+    return np.minimum(found, np.flatnonzero(leaves > 0)[-1])
+
+
+def _slipped_walk(nodes, mass: float, slip: str, guard: bool) -> int:
+    """Where section 1's walk ends for ``mass`` with one typical slip: ``"tie"`` goes left on a mass equal to the
+    left sum, ``"right"`` subtracts the right child's sum on going right, ``"none"`` subtracts nothing; with
+    ``guard``, it also goes left wherever the right child's sum is 0 (*A mass on the total*)."""
+    size, node = len(nodes) // 2, 1
+    while node < size:
+        left, right = nodes[2 * node], nodes[2 * node + 1]
+        if ((mass <= left) if slip == "tie" else (mass < left)) or (guard and right == 0):
+            node = 2 * node
+        else:
+            mass -= {"right": right, "none": 0.0}.get(slip, left)
+            node = 2 * node + 1
+    return node - size
+
+
+_RULE = (f"at each level go left while the mass is below the left child's sum, else take that sum off the mass and "
+         f"go right, down to the bottom row ({_WALK})")
+
+
+_SLIPS = {
+    "tie": f"a mass exactly on a boundary, where one leaf's interval ends and the next one's begins, belongs to the "
+           f"next leaf: go left only while the mass is below the left child's sum, never when it equals it ({_WALK})",
+    "right": f"on going right, the walk passes over the left child's part of the line, so it is the left child's sum "
+             f"that comes off the mass, not the right child's ({_WALK})",
+    "none": f"on going right, the mass still to place is measured from the start of the right child's part of the "
+            f"line: take the left child's sum off it, or every level below compares it with the wrong sums ({_WALK})",
+}
+
+
+def check_sum_tree_find(find: Any) -> bool | None:
+    """Notebook 08: ``find(nodes, masses)``, the leaf of a sum tree each mass lands in, found by walking from the root.
+
+    ``nodes`` is a tree in ``CompiledSumTree``'s layout (node 1 the root, node n's children 2n and 2n+1, leaf i at node
+    ``len(nodes) // 2 + i``), ``masses`` a 1-D float array of masses in [0, total]. Right when, for each mass, it
+    returns the leaf the reference finds (a cumulative sum of the leaves searched in the check): on the page's
+    8-leaf tree and its masses, then on trees of the check's own (capacities 1, 5, 13, 100 and 1,000, so padding
+    leaves of priority 0 after the last slot, runs of zero-priority leaves, the first leaves among them, masses on
+    every boundary between two intervals and random ones), never returning a leaf of priority 0, ending a mass equal
+    to the total on the last leaf with priority, and reading O(log n) nodes: for 16 masses in a tree of 65,536
+    leaves (capacity 40,000) at most three nodes per level and mass, counted through the read-only array it is
+    handed, so a scan of the leaves fails. Typical slips (going left on a mass equal to the left sum, subtracting the
+    right child's sum or none, returning node numbers) get their own hint. The course's trees and walks, anything
+    else of the course and library functions are refused first (``_require_learners_code``). Raises
+    ``AssertionError`` with a hint that names the section; prints a note (no error) while the answer, or what it
+    returns, is ``None``.
+    """
+    if find is None:
+        return _not_answered_yet("write find(nodes, masses)")
+    call = "find(nodes, masses)"
+    _require_learners_code(find, call, f"a def of {call} in the notebook that walks down from the root ({_WALK})")
+    import numpy as np
+
+    def run(nodes, masses):
+        """The learner's leaves for ``masses`` (None if it returns None) and the nodes it read."""
+        counted, masses = _CountedNodes(nodes), np.array(masses, np.float64)
+        got = _call_learner(find, (counted, masses.copy()), call, {
+            "does not support item assignment": f"find only reads the tree; the walk carries the mass still to "
+                                                f"place and changes no node ({_WALK})"})
         if got is None:
-            return None
-        assert np.array_equal(p, given), (
-            f"{call} changed the probabilities it was handed: the memory's batch still needs them; compute the "
-            f"weights in a new array ({_WEIGHT})")
+            return None, counted.reads
         try:
-            got = np.asarray(got, np.float64)
+            got = np.asarray(got)
         except (TypeError, ValueError):
-            raise AssertionError(f"{call} returned {type(got).__name__}: it should return the weights as an array "
-                                 f"of numbers") from None
-        assert got.shape == p.shape, (
-            f"{call} returned shape {got.shape} for {p.size} sampled transitions: one weight per transition, in "
-            f"their order ({_WEIGHT})")
-        return got
+            raise AssertionError(f"{call} returned {type(got).__name__}: return the leaves as an array (or list) of "
+                                 f"whole numbers, one per mass") from None
+        assert got.shape == masses.shape, (
+            f"{call} returned shape {got.shape} for {masses.size} masses: one leaf per mass, in their order")
+        assert got.dtype.kind in "iu" or (got.dtype.kind == "f" and np.array_equal(got, np.round(got))), (
+            f"{call} returned {got.dtype} values {got[:4].tolist()}: a leaf is a whole number, its place in the row "
+            f"of leaves")
+        return got.astype(np.int64), counted.reads
 
-    def right(p, n, beta):
-        w = (n * np.asarray(p, np.float64)) ** -beta
-        return w / w.max()
+    def compare(nodes, masses, what: str) -> None:
+        """Fail with a hint unless the learner finds the reference's leaf for every mass in [0, total)."""
+        got, _ = run(nodes, masses)
+        want = _leaves_for(nodes, masses)
+        if np.array_equal(got, want):
+            return
+        size = len(nodes) // 2
+        leaves, ends = nodes[size:], np.cumsum(nodes[size:])
+        k = int(np.flatnonzero(got != want)[0])
+        mass, leaf = float(masses[k]), int(got[k])
+        said = f"in {what}, mass {mass:g} ended on leaf {leaf}"
+        if np.array_equal(got, want + size):
+            hint = (f"those are node numbers; return the leaf's place in the row of leaves: leaf 0 is the first node "
+                    f"of the bottom row ({_WALK})")
+        elif not 0 <= leaf < size:
+            hint = f"there are {size} leaves, numbered from 0 ({_WALK})"
+        elif slip := next((s for s in _SLIPS for guard in (False, True)
+                           if [_slipped_walk(nodes, m, s, guard) for m in masses] == got.tolist()), None):
+            hint = _SLIPS[slip]
+        elif leaves[leaf] == 0:
+            hint = (f"leaf {leaf} has priority 0: it owns an empty interval of the line, so no mass can land in it "
+                    f"({_ZERO}); " + (_SLIPS["tie"] if mass in ends else _RULE))
+        else:
+            start, end = float(ends[leaf] - leaves[leaf]), float(ends[leaf])
+            hint = f"leaf {leaf} owns [{start:g}, {end:g}) of the line, and the mass is not in it: {_RULE}"
+        raise AssertionError(f"{said}, the right leaf is {int(want[k])}: {hint}.")
 
-    def close(got, want) -> bool:
-        return bool(np.allclose(got, want, rtol=1e-3, atol=1e-6))
-
-    p, n, beta = np.array(IS_PROBABILITIES), IS_N, IS_BETA
-    got = weights(p, n, beta)
+    page = _sum_tree([3.0, 0.0, 1.0, 2.0, 0.0, 4.0, 1.0, 5.0])
+    page_masses = [0.0, 2.9, 3.0, 3.99, 4.5, 6.0, 9.99, 10.0, 15.9]
+    got, _ = run(page, page_masses)
     if got is None:
-        return _not_answered_yet(f"{call} returns None; return the weights")
-    if not close(got, right(p, n, beta)):
-        raw = (n * p) ** -beta
-        hints = [
-            (raw, f"divide by the batch's largest weight, so that every w is at most 1 ({_DERIVED})"),
-            ((n * p) ** beta / ((n * p) ** beta).max(), f"the exponent is -β: frequent transitions must get smaller "
-                                                        f"weights, not larger ({_WEIGHT})"),
-            (raw / raw.sum(), f"normalise by the largest weight, not by the sum ({_DERIVED})"),
-            (right(p, n, 1.0), f"the exponent is the β handed in (here 0.5), not 1: β is annealed towards 1 over "
-                               f"the run ({_WEIGHT})"),
-            (1 / (n * p), f"that is the full correction, β = 1, and not yet divided by the largest weight ({_WEIGHT} "
-                          f"and {_DERIVED})"),
-        ]
-        hint = next((h for value, h in hints if close(got, value)),
-                    f"each weight is the formula of {_WEIGHT} (its exponent is the β handed in), then every weight "
-                    f"is divided by the batch's largest ({_DERIVED} says why)")
-        raise AssertionError(f"for P = {list(IS_PROBABILITIES)}, N = {n:,}, β = {beta} your weights were "
-                             f"{np.round(got, 4).tolist()}: {hint}.")
-    cases = [
-        ((0.4, 0.3, 0.2, 0.1), 1_000, 0.0, "with β = 0 nothing is corrected and every weight is 1: the exponent is "
-                                           f"the β handed in ({_WEIGHT})"),
-        ((0.05, 0.01, 0.2, 0.01), 50, 1.0, f"with β = 1 the correction is full, w proportional to 1 / (N·P), then "
-                                           f"divided by the largest ({_DERIVED})"),
-        ((0.3,), 1_000, 0.7, f"a batch of one transition: it is its own largest weight, so its weight is 1 "
-                             f"({_DERIVED})"),
-        ((0.25, 0.1, 0.25, 0.05), 400, 0.6, f"a batch that drew one transition twice (the first and third "
-                                             f"draws): each draw gets its own weight, in the batch's order, and "
-                                             f"the two draws of one transition get the same ({_WEIGHT})"),
-        ((2e-7, 1e-6, 5e-7, 1e-6), 1_000_000, 0.4, f"a million-slot memory at β = 0.4, the start of the anneal: the "
-                                                    f"weight depends on the β and N handed in ({_WEIGHT})"),
-    ]
-    for p, n, beta, hint in cases:
-        got = weights(p, n, beta)
-        assert got is not None and close(got, right(p, n, beta)), (
-            f"for P = {list(p)}, N = {n:,}, β = {beta} your weights were "
-            f"{None if got is None else np.round(got, 4).tolist()}: {hint}.")
-    return _passed("w = (N·P)^-β / max w on every batch: β = 0 leaves every weight 1, the rarest transition of a "
-                   "batch gets weight 1 and the most frequent the smallest")
+        return _not_answered_yet(f"{call} returns None; return the leaves")
+    compare(page, page_masses, "section 1's tree of 8 leaves")
+
+    rng = np.random.default_rng(808)
+    trees = {}
+    for capacity in (1, 5, 13, 100, 1_000):
+        leaves = rng.integers(1, 12, capacity) * 0.25  # quarters: every sum exact, so no walk meets rounding
+        leaves[rng.random(capacity) < 0.3] = 0.0  # runs of zero-priority leaves, as invalid slots
+        leaves[: capacity // 4] = 0.0  # the first leaves among them
+        leaves[-1] = 0.0 if capacity > 1 else leaves[-1]
+        leaves[rng.integers(capacity // 4, capacity)] = 1.0  # at least one leaf with priority
+        nodes = _sum_tree(leaves)
+        trees[capacity] = nodes
+        ends = np.cumsum(nodes[len(nodes) // 2:])
+        boundaries = np.unique(np.r_[0.0, ends[ends < ends[-1]]])
+        masses = np.r_[boundaries, rng.random(50) * ends[-1]]
+        compare(nodes, masses, f"a tree of capacity {capacity:,} ({len(nodes) // 2:,} leaves, those past the last "
+                               f"slot at priority 0)")
+
+    for capacity, nodes in trees.items():
+        total = nodes[1]
+        got, _ = run(nodes, [total])
+        want = int(_leaves_for(nodes, [total])[0])
+        assert got is not None and got[0] == want, (
+            f"in a tree of capacity {capacity:,}, a mass equal to the total ({total:g}) ended on leaf "
+            f"{None if got is None else int(got[0])}, the right leaf is {want}, the last with priority: rounding can "
+            f"draw a mass on the total, and a walk that steps into a subtree whose sum is 0 runs off the end of the "
+            f"line into a leaf of priority 0 ({_TOTAL})")
+
+    capacity, n_masses = 40_000, 16
+    leaves = rng.integers(1, 12, capacity) * 0.25
+    nodes = _sum_tree(leaves)
+    masses = rng.random(n_masses) * nodes[1]
+    compare(nodes, masses, f"a tree of capacity {capacity:,}")
+    _, reads = run(nodes, masses)
+    levels = (len(nodes) // 2).bit_length() - 1
+    assert reads <= 3 * (levels + 1) * n_masses, (
+        f"for {n_masses} masses in a tree of {len(nodes) // 2:,} leaves your find read {reads:,} nodes, about "
+        f"{reads // n_masses:,} a mass (taking the whole array, converting or copying it, counts every node): a walk "
+        f"goes down one path, reading a child's sum or two at each of the {levels} levels below the root, never the "
+        f"row of leaves; that is what makes the tree worth having ({_WALK}, and the prediction under it)")
+    return _passed(f"your walk finds the leaf of every mass, never one of priority 0, ends a mass on the total on the "
+                   f"last leaf with priority, and read {reads / n_masses:.0f} nodes a mass in a tree of "
+                   f"{len(nodes) // 2:,} leaves, where a scan would read them all")
 
 
 PREDICTIONS.update({
@@ -122,13 +241,15 @@ PREDICTIONS.update({
 
 
 QUESTIONS.update({
-    "08.mass_leaf": ("c", "with leaves 0 and 1 at priority 0 the line starts with leaf 2's interval, [0, 5): at the "
-                          "root the left sum is 0, and 0.0 is not below 0, so the walk goes right; there 0.0 is below "
-                          "the left child's 5, so it goes left, to leaf 2",
-                     {"a": "a leaf of priority 0 owns an empty interval, even at the start of the line: walk down as "
-                           "section 1 says, going left only where the mass is below the left child's sum",
-                      "b": "leaf 1's priority is 0 as well: it owns no interval either, so no walk can end there "
-                           "(section 1, zero priority)"}),
+    "08.mass_leaf": ("c", "the leaves hold p^α, not p: with α = 0.5 they hold 1, 2, 3 and 4, so the line is [0, 1), "
+                          "[1, 3), [3, 6), [6, 10); at the root 4.5 is not below the left sum 3, so 3 comes off and "
+                          "the walk goes right with 1.5, which is below leaf 2's 3: leaf 2",
+                     {"a": "PER draws transition i with probability P(i), proportional to p^α, not to p (*Why PER*), "
+                           "and the tree's leaves hold what the draw is proportional to: with α = 0.5, where do the "
+                           "intervals of the line end then? (section 1)",
+                      "b": "on going right the walk takes the left child's sum off the mass: below the root, the mass "
+                           "still to place is measured from the start of the right child's part of the line (section "
+                           "1, the walk the cell prints as (node, mass) pairs)"}),
     "08.where_tree_hurts": ("b", "a per-item tree walks once per item, so 256 items cost about 8 times the walk of 32, "
                                  "while an eager GPU update, mostly the price of launching its operations, barely "
                                  "lengthens: the factor grows",
