@@ -463,12 +463,16 @@ QUESTIONS.update({
                             "c": "a batch reads only a few hundred compressed bytes per frame; its time goes into "
                                  "decoding each frame it draws again, and a payload of four frames is four frames to "
                                  "decode (section 3, *What the numbers say*)"}),
-    "09.cold_disk": ("c", "less than a quarter of the file fits in the page cache, so most frames a batch draws miss "
-                          "it, and each miss waits for a page from the file server: a cold read, over the network",
-                     {"a": "the kernel reclaims page-cache pages under memory pressure, writing a changed one back to "
-                           "its file first: a file's pages never make the process swap (section 4)",
-                      "b": "the store declares its reads random, which turns the kernel's read-ahead off: a batch "
-                           "reads only the pages its frames lie on (section 4)"}),
+    "09.cold_disk": ("c", "the page cache keeps a file's pages only until memory runs short, and here it can hold "
+                          "about 12 of 70.6 GB, a sixth of the file. A uniform draw favours no page, so a frame's "
+                          "pages are cached about as often as that share, less when a frame spans two pages: most of "
+                          "a batch's frames are read from the SSD, near section 3's cold line, not its warm one",
+                     {"a": "a file's pages stay in the page cache while there is room, not for as long as the file is "
+                           "mapped: how much of this file can 12 GB hold? (the memory-mapped file and the page cache, "
+                           "above section 1, and section 4, *RAM is counted where it is*)",
+                      "b": "the pages read most recently are the ones kept, but a uniform draw is as likely to pick "
+                           "any other page of the file next: what share of the file is cached at any moment? "
+                           "(section 4, warm and cold reads)"}),
     "09b.kill_before_rename": ("b", "a rename is atomic only within one file system; between two, a move copies the "
                                     "bytes into a new file under the final name and deletes the original afterwards, "
                                     "so a kill during the copy leaves a checkpoint cut short under its real name (a "
