@@ -231,6 +231,9 @@ def test_too_few_games_do_not_pass_the_gate(tmp_path):
 def test_check_capstone_waits_for_a_run_then_plays_fresh_games_and_fails_an_untrained_policy(tmp_path, capsys):
     assert checks.check_capstone(None) is None
     assert checks.check_capstone(tmp_path / "not-yet") is None
+    assert "no run of yours yet" in capsys.readouterr().out
+    (tmp_path / "started").mkdir()
+    assert checks.check_capstone(tmp_path / "started") is None
     assert "holds no policy yet" in capsys.readouterr().out
     run = planted_run(tmp_path / "untrained", config_changes={"eval_max_steps": 60}, log_rows=healthy_rows())
     with pytest.raises(AssertionError, match="not yet: .* over 2 fresh games") as e:
@@ -240,6 +243,26 @@ def test_check_capstone_waits_for_a_run_then_plays_fresh_games_and_fails_an_untr
     (tmp_path / "broken" / "checkpoint.pt").write_bytes(b"not a torch file")
     with pytest.raises(AssertionError, match="damaged"):
         checks.check_capstone(tmp_path / "broken")
+
+
+def test_check_capstone_refuses_the_courses_recorded_policies_wherever_they_lie(tmp_path, monkeypatch):
+    """A run under data/ (the worked loop's, train()'s), its policy file, or a copy of one in a folder of the
+    learner's is refused before a game is played; the refusal names the recorded run."""
+    from dqn_course import evaluate
+    from dqn_course.lab.playback import DATA_DIR
+
+    def no_games(*args, **kwargs):
+        raise AssertionError("the gate played games for a policy it should have refused")
+
+    monkeypatch.setattr(evaluate, "policy_vs_random", no_games)
+    for name in ("capstone-seed1", "breakout-cpu-seed2"):
+        recorded = DATA_DIR / name
+        copied = tmp_path / f"my-{name}"
+        copied.mkdir()
+        copied.joinpath("checkpoint.pt").write_bytes(recorded.joinpath("checkpoint.pt").read_bytes())
+        for run in (recorded, recorded / "checkpoint.pt", copied):
+            with pytest.raises(AssertionError, match=f"policy of data/{name}, a run the course recorded"):
+                checks.check_capstone(run)
 
 
 def test_diagnose_reads_the_saved_settings_and_the_log(tmp_path):

@@ -14,27 +14,50 @@ def check_capstone(run: str | Path | None, games: Count = 30) -> bool | None:
     whole games on seeds the run never used (ε = 0.05, unclipped score, ``dqn_course.evaluate``), beside random
     play on the same games; it passes at a mean of ``capstone.GATE_SCORE`` or more over 30 games.
 
-    ``None`` (not run yet) while ``run`` is None or holds no policy file. Raises ``AssertionError`` with the
-    score, random play, their ratio and the likely causes read from the run's ``log.csv`` (``capstone.diagnose``).
+    ``None`` (not run yet) while ``run`` is None, does not exist or is a folder with no policy file. A policy the
+    course recorded is refused before any game is played: one with the same bytes as a ``checkpoint.pt`` under the
+    repository's ``data/`` (the course's runs there, or a copy of one), since the gate judges a run the learner's
+    own loop trained. Raises ``AssertionError`` for such a policy, a damaged file, or a score below the gate (with
+    the score, random play, their ratio and the likely causes read from the run's ``log.csv``,
+    ``capstone.diagnose``).
     """
     if run is None:
         return _not_answered_yet("train your loop into a run folder and pass the folder")
-    from pathlib import Path
-
-    from dqn_course.evaluate import PolicyFileError, policy_vs_random
+    from dqn_course.evaluate import PolicyFileError, policy_path, policy_vs_random
     from dqn_course.lab.capstone import gate_verdict
 
-    folder = Path(run)
-    folder = folder.parent if folder.is_file() else folder
+    path = Path(run)
+    if not path.exists():
+        return _not_answered_yet(f"no run of yours yet: {run} does not exist (section 6 trains your loop into it)")
     try:
-        result = policy_vs_random(run, games=games)
+        file = policy_path(path)
     except PolicyFileError as e:
-        if not Path(run).exists() or (Path(run).is_dir() and not (Path(run) / "checkpoint.pt").exists()):
-            return _not_answered_yet(f"{run} holds no policy yet ({e}); run your loop until its first evaluation")
+        return _not_answered_yet(f"{run} holds no policy yet ({e}); run your loop until its first evaluation")
+    recorded = _recorded_by_the_course(file)
+    assert recorded is None, (
+        f"{file} is the policy of {recorded}, a run the course recorded (or a copy of it), not one your loop "
+        "trained: the gate judges your own run (section 6)")
+    try:
+        result = policy_vs_random(file, games=games)
+    except PolicyFileError as e:
         raise AssertionError(str(e)) from None
-    passed, message = gate_verdict(folder, result)
+    passed, message = gate_verdict(file.parent, result)
     assert passed, message
     return _passed(message)
+
+
+def _recorded_by_the_course(file: Path) -> str | None:
+    """``data/<run>`` when ``file`` has the same bytes as that recorded run's ``checkpoint.pt`` (the course's own
+    policy, wherever the learner put it), else None."""
+    import filecmp
+
+    from dqn_course.lab.playback import DATA_DIR
+
+    size = file.stat().st_size
+    for recorded in sorted(DATA_DIR.glob("**/checkpoint.pt")):
+        if recorded.stat().st_size == size and filecmp.cmp(recorded, file, shallow=False):
+            return f"data/{recorded.parent.relative_to(DATA_DIR).as_posix()}"
+    return None
 
 
 def check_capstone_loop(my_dqn) -> bool | None:
