@@ -1,129 +1,238 @@
-"""Notebook 10: its exercise check (the learner's chunk_pixel_bytes: right passes, each typical slip raises with its
-hint, the course's code and the page's imports are refused, None only prints), against real chunks."""
+"""Notebook 10: its exercise check (the learner's RateLimiter, run in a simulated worker and learner: right passes,
+each typical slip raises with its hint, the course's code and the page's imports are refused, None only prints)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dqn_course.distributed import Chunk, worker_epsilons
+from dqn_course.agent import DQNAgent
+from dqn_course.distributed import Chunk, DistConfig, ParameterServer, ReplayServer, worker_epsilons
 from dqn_course.lab import checks
-from dqn_course.lab.checks.ch10 import CHUNK_CASES, real_chunk
-
-def chunk_right(episode_ends, stack, frame_shape, dtype):
-    frame = int(np.prod(frame_shape)) * np.dtype(dtype).itemsize
-    restarts = sum(bool(e) for e in episode_ends[:-1])  # an end on the last step restarts nothing in this chunk
-    return (stack + len(episode_ends) + restarts * stack) * frame
+from dqn_course.lab.checks.ch10 import LIMITER_CASES, TICKS_AFTER_MIN, _simulate
+from dqn_course.replay import FrameSharingMemory
 
 
-def chunk_every_end_restarts(episode_ends, stack, frame_shape, dtype):
-    frame = int(np.prod(frame_shape)) * np.dtype(dtype).itemsize
-    return (stack + len(episode_ends) + sum(episode_ends) * stack) * frame
+class Limiter:
+    """The solution's limiter: the samples owed count from min_size on, each side waits beyond the tolerance."""
+
+    def __init__(self, samples_per_insert, min_size, error_buffer):
+        self.samples_per_insert, self.min_size, self.error_buffer = samples_per_insert, min_size, error_buffer
+
+    def owed(self, inserted, sampled):
+        return self.samples_per_insert * (inserted - self.min_size) - sampled
+
+    def may_insert(self, inserted, sampled):
+        return inserted < self.min_size or self.owed(inserted + 1, sampled) <= self.error_buffer
+
+    def may_sample(self, inserted, sampled):
+        return inserted >= self.min_size and self.owed(inserted, sampled + 1) >= -self.error_buffer
 
 
-def chunk_no_restarts(episode_ends, stack, frame_shape, dtype):
-    return (stack + len(episode_ends)) * int(np.prod(frame_shape)) * np.dtype(dtype).itemsize
+class AsksBeforeActing(Limiter):
+    """Judges the counts as they are, not as they would be after the step: off by one step, within the slack."""
+
+    def may_insert(self, inserted, sampled):
+        return inserted < self.min_size or self.owed(inserted, sampled) <= self.error_buffer
+
+    def may_sample(self, inserted, sampled):
+        return inserted >= self.min_size and self.owed(inserted, sampled) >= -self.error_buffer
 
 
-def chunk_restart_one_frame(episode_ends, stack, frame_shape, dtype):
-    restarts = sum(bool(e) for e in episode_ends[:-1])
-    return (stack + len(episode_ends) + restarts) * int(np.prod(frame_shape)) * np.dtype(dtype).itemsize
+class NumpyAnswers(Limiter):
+    """Answers with numpy bools (a comparison of numpy numbers): accepted as True and False."""
+
+    def may_insert(self, inserted, sampled):
+        return np.bool_(super().may_insert(inserted, sampled))
+
+    def may_sample(self, inserted, sampled):
+        return np.float64(self.owed(inserted, sampled + 1)) >= -self.error_buffer and inserted >= self.min_size
 
 
-def chunk_pixels_not_bytes(episode_ends, stack, frame_shape, dtype):
-    return chunk_right(episode_ends, stack, frame_shape, "uint8")
+class AlwaysYes(Limiter):
+    def may_insert(self, inserted, sampled):
+        return True
+
+    def may_sample(self, inserted, sampled):
+        return True
 
 
-def chunk_no_channels(episode_ends, stack, frame_shape, dtype):
-    return chunk_right(episode_ends, stack, frame_shape[:2], dtype)
+class FreeAfterMinimum(Limiter):
+    def may_insert(self, inserted, sampled):
+        return True
+
+    def may_sample(self, inserted, sampled):
+        return inserted >= self.min_size
 
 
-def chunk_no_first_state(episode_ends, stack, frame_shape, dtype):
-    return chunk_right(episode_ends, stack, frame_shape, dtype) - stack * int(np.prod(frame_shape)) * np.dtype(
-        dtype).itemsize
+class Inverted(Limiter):
+    def owed(self, inserted, sampled):
+        return (inserted - self.min_size) / self.samples_per_insert - sampled
 
 
-def chunk_stacks(episode_ends, stack, frame_shape, dtype):
-    return len(episode_ends) * 2 * stack * int(np.prod(frame_shape)) * np.dtype(dtype).itemsize
+class NoTolerance(Limiter):
+    def may_insert(self, inserted, sampled):
+        return inserted < self.min_size or self.owed(inserted + 1, sampled) <= 0
+
+    def may_sample(self, inserted, sampled):
+        return inserted >= self.min_size and self.owed(inserted, sampled + 1) >= 0
 
 
-def chunk_full_stack_per_step(episode_ends, stack, frame_shape, dtype):
-    return len(episode_ends) * stack * int(np.prod(frame_shape)) * np.dtype(dtype).itemsize
+class IgnoresMinimum(Limiter):
+    def may_sample(self, inserted, sampled):
+        return self.owed(inserted, sampled + 1) >= -self.error_buffer
 
 
-def chunk_off(episode_ends, stack, frame_shape, dtype):
-    return 12345
+class OwedFromFirstInsert(Limiter):
+    def owed(self, inserted, sampled):
+        return self.samples_per_insert * inserted - sampled
 
 
-def chunk_text(episode_ends, stack, frame_shape, dtype):
-    return "733824"
+class HoldsWorkersBeforeMinimum(OwedFromFirstInsert):
+    def may_insert(self, inserted, sampled):
+        return self.owed(inserted + 1, sampled) <= self.error_buffer
 
 
-def chunk_crashes(episode_ends, stack, frame_shape, dtype):
-    return episode_ends.count()
+class SidesSwapped(Limiter):
+    def may_insert(self, inserted, sampled):
+        return inserted < self.min_size or self.owed(inserted + 1, sampled) >= -self.error_buffer
+
+    def may_sample(self, inserted, sampled):
+        return inserted >= self.min_size and self.owed(inserted, sampled + 1) <= self.error_buffer
 
 
-def chunk_unanswered(episode_ends, stack, frame_shape, dtype):
-    pass
+class Hesitant(Limiter):
+    """Refuses every other sample it could allow: holds back a learner that is the slower side."""
+
+    calls = 0
+
+    def may_sample(self, inserted, sampled):
+        self.calls += 1
+        return self.calls % 2 == 1 and super().may_sample(inserted, sampled)
 
 
-def chunk_of_the_course(episode_ends, stack, frame_shape, dtype):
-    """Builds a real Chunk with the course's own code: refused, however right its figure."""
-    chunk = real_chunk(len(episode_ends), tuple(i for i, e in enumerate(episode_ends) if e), stack, frame_shape, dtype)
-    return chunk.first_state.nbytes + chunk.frames.nbytes + chunk.reset_states.nbytes
+class AnswersInNumbers(Limiter):
+    def may_insert(self, inserted, sampled):
+        return 1
 
 
-def test_chunk_bytes_right(capsys):
-    assert checks.check_chunk_bytes(chunk_right) is True
+class Crashes(Limiter):
+    def may_sample(self, inserted, sampled):
+        return self.backlog < 0
+
+
+class Unanswered:
+    def __init__(self, samples_per_insert, min_size, error_buffer):
+        self.samples_per_insert = samples_per_insert
+
+    def may_insert(self, inserted, sampled):
+        pass
+
+    def may_sample(self, inserted, sampled):
+        pass
+
+
+class SamplesUnanswered(Limiter):
+    def may_sample(self, inserted, sampled):
+        pass
+
+
+class WithoutSample:
+    def __init__(self, samples_per_insert, min_size, error_buffer):
+        pass
+
+    def may_insert(self, inserted, sampled):
+        return True
+
+
+class OverTheCourse(Limiter):
+    """Calls the course's code (the page's Ape-X schedule) inside a method: refused, whatever it answers."""
+
+    def may_insert(self, inserted, sampled):
+        return bool(worker_epsilons(1)) and super().may_insert(inserted, sampled)
+
+
+class SubclassOfCourse(FrameSharingMemory):
+    def may_insert(self, inserted, sampled):
+        return True
+
+    def may_sample(self, inserted, sampled):
+        return True
+
+
+@pytest.mark.parametrize("answer", [Limiter, AsksBeforeActing, NumpyAnswers])
+def test_rate_limiter_right(answer, capsys):
+    assert checks.check_rate_limiter(answer) is True
     assert capsys.readouterr().out.startswith("✓")
 
 
 @pytest.mark.parametrize("answer, hint", [
-    (chunk_every_end_restarts, "last step restarts nothing"),
-    (chunk_no_restarts, "its full stack travels too"),
-    (chunk_restart_one_frame, "a full stack of frames, not one frame"),
-    (chunk_pixels_not_bytes, "bytes per pixel, not 1"),
-    (chunk_no_channels, "colour channels included"),
-    (chunk_no_first_state, "first state's whole stack"),
-    (chunk_stacks, "s and s' as full stacks"),
-    (chunk_full_stack_per_step, "one full stack per step"),
-    (chunk_off, "its first full stack, one new frame per step"),
-    (chunk_text, "should return a number"),
-    (chunk_crashes, "raised TypeError"),
+    (AlwaysYes, "no sample comes before the memory holds its minimum"),
+    (IgnoresMinimum, "no sample comes before the memory holds its minimum"),
+    (FreeAfterMinimum, "the worker ran ahead"),
+    (SidesSwapped, "the worker ran ahead"),
+    (Inverted, "about the inverse of the target"),
+    (NoTolerance, r"a deadlock\): the tolerance"),
+    (HoldsWorkersBeforeMinimum, r"may not sample yet: nothing could move again \(a deadlock\)"),
+    (OwedFromFirstInsert, "counting from the first insert"),
+    (Hesitant, "the learner, the slower side here, was held back"),
+    (AnswersInNumbers, r"returned 1: answer True \(go on\) or False \(wait\)"),
+    (Crashes, "may_sample.* raised AttributeError"),
+    (WithoutSample, "has no `may_sample`"),
+    (Limiter(8, 400, 64), "pass the class itself"),
 ])
-def test_chunk_bytes_wrong(answer, hint):
-    with pytest.raises(AssertionError, match=hint):
-        checks.check_chunk_bytes(answer)
+def test_rate_limiter_wrong(answer, hint):
+    with pytest.raises(AssertionError, match=hint) as caught:
+        checks.check_rate_limiter(answer)
+    assert "section" in str(caught.value) or "pass the class" in str(caught.value) or "has no" in str(caught.value)
 
 
-@pytest.mark.parametrize("answer", [Chunk, Chunk.from_transitions, real_chunk, chunk_of_the_course, np.prod, len,
-                                    worker_epsilons])
-def test_chunk_bytes_refuses_the_course_and_the_pages_imports(answer):
+def test_a_learner_ahead_is_held_too():
+    """A limiter that never holds the learner lets it run ahead wherever it is the fast side."""
+
+    class LearnerFree(Limiter):
+        def may_sample(self, inserted, sampled):
+            return inserted >= self.min_size
+
+    with pytest.raises(AssertionError, match="the learner ran ahead.*the limiter makes it wait"):
+        checks.check_rate_limiter(LearnerFree)
+
+
+@pytest.mark.parametrize("answer", [ReplayServer, ParameterServer, DistConfig, Chunk, DQNAgent, SubclassOfCourse,
+                                    OverTheCourse, np.ndarray, dict])
+def test_rate_limiter_refuses_the_course_and_the_pages_imports(answer):
     with pytest.raises(AssertionError, match="course's own|not yours|not a function of yours"):
-        checks.check_chunk_bytes(answer)
+        checks.check_rate_limiter(answer)
 
 
-def test_chunk_bytes_unanswered(capsys):
-    assert checks.check_chunk_bytes(None) is None
-    assert checks.check_chunk_bytes(chunk_unanswered) is None
-    assert capsys.readouterr().out.count("Not answered yet") == 2
+def test_rate_limiter_unanswered(capsys):
+    assert checks.check_rate_limiter(None) is None
+    assert checks.check_rate_limiter(Unanswered) is None
+    assert checks.check_rate_limiter(SamplesUnanswered) is None
+    out = capsys.readouterr().out
+    assert out.count("Not answered yet") == 3 and "may_sample still returns None" in out
 
 
-@pytest.mark.parametrize("case", CHUNK_CASES)
-def test_the_cases_are_what_a_real_chunk_carries(case):
-    """Each case's real Chunk rebuilds its transitions, and its pixel arrays hold what the arithmetic says."""
-    steps, ends, stack, frame_shape, dtype = case
-    chunk = real_chunk(*case)
-    assert len(chunk) == steps and len(list(chunk.transitions())) == steps
-    assert chunk.frames.dtype == np.dtype(dtype) and chunk.first_state.shape == (stack, *frame_shape)
-    flags = [i in ends for i in range(steps)]
-    assert chunk.first_state.nbytes + chunk.frames.nbytes + chunk.reset_states.nbytes == chunk_right(
-        flags, stack, frame_shape, dtype)
+def test_every_target_is_run_with_a_fast_worker_and_a_fast_learner():
+    """Both regimes of the chapter (the workers ahead, the learner ahead) for each target the check uses."""
+    regimes = {}
+    for case in LIMITER_CASES:
+        regimes.setdefault(case.samples_per_insert, set()).add(case.fast)
+    assert all(sides == {"worker", "learner"} for sides in regimes.values()) and len(regimes) == 3
 
 
-def test_no_case_is_the_pages():
-    """The check runs the learner's function on chunks the page never shows (its own: 84 x 84 uint8 4-stacks)."""
-    assert all((stack, frame_shape, dtype) != (4, (84, 84), "uint8") or steps not in (50, 100, 300)
-               for steps, _, stack, frame_shape, dtype in CHUNK_CASES)
+@pytest.mark.parametrize("case", LIMITER_CASES)
+def test_the_simulation_holds_the_ratio_with_the_solution(case):
+    """With the solution, each side moves at the pace the target allows: the fast side is held to it, the slow one
+    keeps its own, and the ratio of samples to inserts beyond min_size ends within the tolerance of the target."""
+    limiter = Limiter(case.samples_per_insert, case.min_size, case.error_buffer)
+    trace = _simulate(limiter, case, lambda method, inserted, sampled: getattr(limiter, method)(inserted, sampled))
+    assert trace.early is None and trace.stuck is None and trace.worst is None
+    beyond = trace.inserted - case.min_size
+    assert abs(trace.sampled - case.samples_per_insert * beyond) <= case.error_buffer
+    if case.fast == "worker":  # the learner keeps its own pace, a batch every `every` ticks
+        assert trace.sampled == pytest.approx(TICKS_AFTER_MIN * case.batch / case.every, rel=0.05)
+    else:  # the worker keeps its own, one transition per tick
+        assert beyond == pytest.approx(TICKS_AFTER_MIN, rel=0.01)
 
 
 def test_solution_cell_passes_its_checks():

@@ -24,7 +24,7 @@ from dqn_course.lab.checks.ch07c import CAPSTONE_STOP, check_capstone, check_cap
 from dqn_course.lab.checks.ch08 import check_sum_tree_find
 from dqn_course.lab.checks.ch09 import (check_checkpoint_to_resume, check_compressed_slot, check_min_compression_ratio,
                                         check_save_atomically)
-from dqn_course.lab.checks.ch10 import check_chunk_bytes
+from dqn_course.lab.checks.ch10 import check_rate_limiter
 
 __all__ = ['REDO', 'check_prediction', 'Prediction', 'PREDICTIONS', 'QUESTIONS', 'check_prediction_of',
            'check_question', 'check_next_stack',
@@ -35,4 +35,4 @@ __all__ = ['REDO', 'check_prediction', 'Prediction', 'PREDICTIONS', 'QUESTIONS',
            'check_epsilon_schedule', 'check_resume_from', 'check_capstone', 'check_capstone_loop', 'CAPSTONE_STOP',
            'check_sum_tree_find', 'check_compressed_slot', 'check_min_compression_ratio',
            'check_checkpoint_to_resume',
-           'check_save_atomically', 'check_chunk_bytes', 'check_bytes_per_transition', 'check_scaled_net']
+           'check_save_atomically', 'check_rate_limiter', 'check_bytes_per_transition', 'check_scaled_net']

@@ -1,142 +1,237 @@
-"""Notebook 10 (scaling out with Ray): its exercise (the bytes of pixels a chunk carries) and questions.
+"""Notebook 10 (scaling out with Ray): its exercise (a rate limiter that holds the replay ratio) and questions.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from dqn_course.contracts import check_module
-from dqn_course.lab.checks.core import (QUESTIONS, _call_learner, _not_answered_yet, _passed, _require_learners_code,
-                                        _require_number)
+from dqn_course.lab.checks.core import (QUESTIONS, _call_learner, _not_answered_yet, _passed, _require_learners_code)
 
-_CHUNKS = "section 1, *What travels: chunks of frames*"
-_CALL = "chunk_pixel_bytes(episode_ends, stack, frame_shape, dtype)"
+_LIMITER = "section 4, *Holding the ratio: a rate limiter*"
+_RATIO = "*The shape*, the replay ratio"
+_CALL = "RateLimiter(samples_per_insert, min_size, error_buffer)"
+_METHODS = ("may_insert", "may_sample")
 
-# The chunks the check builds, none of them the page's (its chunks are 84 x 84 uint8 4-stacks of 300 and 50 steps):
-# (steps, the steps at which an episode ends, stack, frame shape, dtype).
-CHUNK_CASES = (
-    (64, (), 4, (96, 96), "uint8"),  # another game's frames, no episode end
-    (20, (7,), 4, (84, 84), "float32"),  # frames kept as float32, one restart inside
-    (30, (9, 19), 3, (64, 64, 3), "uint8"),  # colour frames, 3-stacks, two restarts
-    (10, (9,), 4, (84, 84), "uint8"),  # an episode ends on the chunk's last step: nothing restarts inside it
-    (1, (0,), 2, (105, 80), "uint16"),  # one step, which ends its episode
-    (40, (0, 39), 4, (84, 84), "float16"),  # an end on the first step (a restart) and on the last (none)
+
+class LimiterCase(NamedTuple):
+    """One simulated run of ``check_rate_limiter``: the limiter's settings (``samples_per_insert``, ``min_size``,
+    ``error_buffer``) and the learner's pace, a batch of ``batch`` samples, then ``every`` ticks of computing
+    before the next (the worker offers one transition per tick). Left free, the learner would draw
+    ``batch / every`` samples per insert: more than ``samples_per_insert`` makes the learner the fast side, less
+    makes the worker the fast side."""
+
+    samples_per_insert: float
+    min_size: int
+    error_buffer: float
+    batch: int
+    every: int
+
+    @property
+    def fast(self) -> str:
+        """The side that would run ahead of the target with no limiter: ``"worker"`` or ``"learner"``."""
+        return "learner" if self.batch / self.every > self.samples_per_insert else "worker"
+
+
+# None of them the page's (its table has no limiter; its learner draws batches of 32): targets below 1, fractional
+# and 8 samples per insert, each with a fast worker and a fast learner, a batch larger than the tolerance included.
+LIMITER_CASES = (
+    LimiterCase(8, 400, 64, 32, 16),  # the learner's own pace gives 2 samples per insert: the worker is ahead
+    LimiterCase(8, 400, 64, 32, 1),  # 32 per insert: the learner is ahead
+    LimiterCase(0.5, 250, 16, 16, 64),  # 0.25 per insert: the worker is ahead
+    LimiterCase(0.5, 250, 16, 16, 4),  # 4 per insert: the learner is ahead
+    LimiterCase(2.5, 1_000, 40, 64, 40),  # 1.6 per insert, a batch larger than the tolerance: the worker is ahead
+    LimiterCase(2.5, 1_000, 40, 64, 8),  # 8 per insert: the learner is ahead
 )
+TICKS_AFTER_MIN = 3_000  # ticks each run goes on once the memory holds min_size transitions
+STALLED = 3  # consecutive ticks on which both sides want to act and both are refused: a deadlock
 
 
-def real_chunk(steps: int, ends: tuple, stack: int, frame_shape: tuple, dtype: str):
-    """A real ``Chunk`` (``dqn_course.distributed``) of ``steps`` chained transitions of random frames of
-    ``frame_shape`` and ``dtype`` in ``stack``-frame states, an episode ending after each step in ``ends`` (a new
-    episode's state is a fresh stack). What ``check_chunk_bytes`` measures a learner's answer against."""
-    import numpy as np
-
-    from dqn_course.distributed import Chunk
-
-    frames = np.random.default_rng(steps).integers(0, 200, (steps + stack * (len(ends) + 1), *frame_shape))
-    frames, k = frames.astype(dtype), stack
-    state, transitions = frames[:stack], []
-    for i in range(steps):
-        next_state = np.concatenate([state[1:], frames[k:k + 1]])
-        k += 1
-        transitions.append((state, 0, 0.0, next_state, i in ends, i in ends))
-        state = next_state
-        if i in ends:
-            state, k = frames[k:k + stack], k + stack
-    return Chunk.from_transitions(0, transitions)
+class _Unanswered(Exception):
+    """A method of the learner's limiter returned None: the exercise is not answered yet."""
 
 
-def _wrong_answers(steps: int, ends: tuple, stack: int, frame_shape: tuple, dtype: str) -> list[tuple[int, str]]:
-    """What typical slips give for one chunk, each with its hint (the concept and the section, not the code)."""
-    import numpy as np
+class _Trace(NamedTuple):
+    """What one simulated run recorded (``_simulate``)."""
 
-    pixel = np.dtype(dtype).itemsize
-    frame = int(np.prod(frame_shape)) * pixel
-    restarts = sum(1 for i in ends if i < steps - 1)
-    wrong = [
-        ((stack + steps + len(ends) * stack) * frame,
-         "an episode that ends on the chunk's last step restarts nothing inside the chunk: the state after it "
-         f"travels with the next chunk, so only the ends before the last step add a stack ({_CHUNKS})"),
-        ((stack + steps) * frame,
-         "after an episode ends inside the chunk, the next step starts from a new game's state, which no earlier "
-         f"frame contains: its full stack travels too ({_CHUNKS})"),
-        ((stack + steps + restarts) * frame,
-         f"a new episode's first state is a full stack of frames, not one frame ({_CHUNKS})"),
-        ((stack + steps + restarts * stack) * int(np.prod(frame_shape)),
-         f"a frame of this dtype takes {pixel} bytes per pixel, not 1: count bytes, not pixels (section 1 counts "
-         "uint8 frames, one byte per pixel)"),
-        ((stack + steps + restarts * stack) * int(np.prod(frame_shape[:2])) * pixel,
-         "a frame's pixels are the product of its whole shape, colour channels included (the frame shape you are "
-         f"given; {_CHUNKS})"),
-        ((steps + restarts * stack) * frame,
-         f"the replay also needs the first state's whole stack to rebuild the first transition ({_CHUNKS})"),
-        ((1 + steps + restarts * stack) * frame, f"the first state is a stack of frames, not one frame ({_CHUNKS})"),
-        (steps * 2 * stack * frame, "that is s and s' as full stacks for every transition; a chunk sends one new "
-                                    f"frame per step ({_CHUNKS})"),
-        (steps * stack * frame, "that is one full stack per step; consecutive stacks share all but one of their "
-                                f"frames, so each step adds only one new frame ({_CHUNKS})"),
-        (steps * (stack + 1) * frame, "that is a folded state per transition; within a chunk the frames chain, so "
-                                      f"each step adds only one new frame ({_CHUNKS})"),
-    ]
-    right = (stack + steps + restarts * stack) * frame
-    return [(value, hint) for value, hint in wrong if value != right]  # a slip that changes nothing in this chunk
+    early: tuple[int, int] | None  # (inserted, sampled) when a sample was allowed before min_size
+    stuck: tuple[int, int] | None  # (inserted, sampled) when both sides had been refused STALLED ticks in a row
+    inserted: int
+    sampled: int
+    worst: tuple[float, int, int] | None  # (distance beyond the tolerance, inserted, sampled), the largest
+    from_first: bool  # at the end, within the tolerance when the samples owed are counted from the first insert
+    min_tick: int | None  # the tick at which the memory first held min_size transitions
 
 
-def check_chunk_bytes(chunk_pixel_bytes: Any) -> bool | None:
-    """Notebook 10: ``chunk_pixel_bytes(episode_ends, stack, frame_shape, dtype)``, the bytes of pixels in a chunk
-    of ``len(episode_ends)`` consecutive steps of one worker (``episode_ends[i]`` true when the game was reset after
-    step i), with ``stack``-frame states of frames of ``frame_shape`` and ``dtype``.
+def _simulate(limiter, case: LimiterCase, ask) -> _Trace:
+    """Run ``limiter`` (the learner's class, built for ``case``) in a replay memory fed by a worker that offers one
+    transition per tick and read by a learner that draws ``case.batch`` samples, one ``may_sample`` at a time (a
+    refused sample waits for a later tick), then computes for ``case.every`` ticks. ``ask(method, inserted,
+    sampled)`` asks the limiter and returns its bool. Deterministic: no threads, no clock."""
+    spi, least, slack = case.samples_per_insert, case.min_size, case.error_buffer + case.samples_per_insert + 1
 
-    Right when, on every chunk of ``CHUNK_CASES`` (other frame sizes, colour frames, other stacks and dtypes, restarts
-    inside the chunk and on its last step: none of them the page's), it returns the bytes of the pixel arrays of a
-    real ``Chunk`` of those transitions: the first state's stack, one new frame per step, and a full stack after
-    each episode end but one on the last step. The course's code and anything the page imports are refused
-    (``_require_learners_code``). ``None`` as the answer, or a function that returns ``None``, is "not answered yet".
-    Raises ``AssertionError`` with a hint naming the concept and the section.
+    def trace(early=None, stuck=None):
+        return _Trace(early, stuck, inserted, sampled, worst, abs(spi * inserted - sampled) <= slack, min_tick)
+
+    inserted = sampled = 0
+    pending, ready_at, refused_both, min_tick = case.batch, 0, 0, None
+    worst = None
+    for tick in range(least + TICKS_AFTER_MIN):
+        stored = ask("may_insert", inserted, sampled)
+        if stored:
+            inserted += 1
+        if min_tick is None and inserted >= least:
+            min_tick = tick
+        wants = tick >= ready_at
+        drew = False
+        while wants and pending and ask("may_sample", inserted, sampled):
+            if inserted < least:
+                return trace(early=(inserted, sampled))
+            sampled, pending, drew = sampled + 1, pending - 1, True
+        if wants and not pending:
+            pending, ready_at = case.batch, tick + case.every
+        if inserted >= least:
+            off = abs(spi * (inserted - least) - sampled) - slack
+            if off > 0 and (worst is None or off > worst[0]):
+                worst = (off, inserted, sampled)
+        refused_both = refused_both + 1 if (not stored and wants and pending and not drew) else 0
+        if refused_both >= STALLED:
+            return trace(stuck=(inserted, sampled))
+    return trace()
+
+
+def _verdict(trace: _Trace, case: LimiterCase) -> str | None:
+    """What went wrong in one simulated run, as "what happened: hint" (the hint names the concept and the
+    section), or None when the run held the ratio, started at the minimum, never stuck and never held back the
+    slower side."""
+    spi, least, buf = case.samples_per_insert, case.min_size, case.error_buffer
+    if trace.early is not None:
+        inserted, _ = trace.early
+        return (f"the learner was let draw a sample when the memory held {inserted:,} of its min_size of "
+                f"{least:,} transitions: no sample comes before the memory holds its minimum, or the first batches "
+                f"are drawn again and again from a handful of transitions ({_LIMITER})")
+    if trace.stuck is not None:
+        inserted, sampled = trace.stuck
+        if inserted < least:
+            return (f"the worker was refused with {inserted:,} transitions stored, fewer than min_size ({least:,}), "
+                    "while the learner may not sample yet: nothing could move again (a deadlock). Before the "
+                    f"memory holds its minimum no sample is owed, so nothing holds the workers back ({_LIMITER})")
+        return (f"after {inserted:,} inserts and {sampled:,} samples both sides were refused and nothing could move "
+                "again (a deadlock): the tolerance, error_buffer samples on either side of the target, is what "
+                f"leaves one side free to act while the other catches up ({_LIMITER})")
+    beyond = trace.inserted - least
+    if trace.worst is not None:
+        ratio = trace.sampled / beyond if beyond > 0 else float("nan")
+        if spi != 1 and beyond > 0 and abs(ratio * spi - 1) < 0.25:
+            return (f"samples per insert came out at {ratio:.3g}, about the inverse of the target {spi:g}: the "
+                    f"ratio counts the samples drawn per transition stored ({_RATIO}; {_LIMITER})")
+        if trace.from_first:
+            return (f"the samples drawn followed {spi:g} per transition stored counting from the first insert, so "
+                    f"the first {least:,} transitions were owed {spi * least:,.0f} samples the moment learning could "
+                    "start: the minimum is the memory's warm-up, not a debt, and counting it makes the learner "
+                    f"replay those transitions in a burst while the workers wait ({_LIMITER})")
+        _, inserted, sampled = trace.worst
+        owed = spi * (inserted - least) - sampled
+        if owed > 0:
+            return (f"the worker ran ahead: with {inserted - least:,} transitions stored beyond min_size the learner "
+                    f"had drawn {sampled:,} samples, {owed:,.0f} fewer than {spi:g} per insert asks, more than the "
+                    f"error_buffer of {buf:g}: when the learner falls that far behind, the limiter makes the "
+                    f"workers wait ({_LIMITER})")
+        return (f"the learner ran ahead: with {inserted - least:,} transitions stored beyond min_size it had drawn "
+                f"{sampled:,} samples, {-owed:,.0f} more than {spi:g} per insert asks, more than the error_buffer "
+                f"of {buf:g}: when the learner is that far ahead, the limiter makes it wait ({_LIMITER})")
+    ticks = least + TICKS_AFTER_MIN - (trace.min_tick or 0)
+    if case.fast == "worker" and trace.sampled < 0.9 * ticks * case.batch / case.every - case.batch:
+        return (f"the learner, the slower side here, was held back: it drew {trace.sampled:,} samples where its own "
+                f"pace gives about {ticks * case.batch / case.every:,.0f}: a rate limiter makes only the side that "
+                f"runs ahead wait, and lets the other go at its own pace ({_LIMITER})")
+    if case.fast == "learner" and beyond < 0.9 * ticks - 1:
+        return (f"the worker, the slower side here, was held back: it stored {beyond:,} transitions beyond min_size "
+                f"where its own pace gives about {ticks:,}: a rate limiter makes only the side that runs ahead "
+                f"wait, and lets the other go at its own pace ({_LIMITER})")
+    return None
+
+
+def check_rate_limiter(limiter_class: Any) -> bool | None:
+    """Notebook 10: ``RateLimiter(samples_per_insert, min_size, error_buffer)`` with ``may_insert(inserted,
+    sampled)`` and ``may_sample(inserted, sampled)``, each answering (True or False) whether one more transition may
+    be stored, or one more sample drawn, when ``inserted`` transitions have been stored and ``sampled`` drawn.
+
+    Refused first: a class whose constructor or methods are not the learner's own code (the course's classes, which
+    the page imports, a library's, a subclass of either, or methods that call the course's code). Then checked by
+    behaviour, each case of ``LIMITER_CASES`` in a deterministic simulation (``_simulate``: a worker that offers one
+    transition per tick, a learner that draws a batch and computes for some ticks; no Ray, no clock), with targets,
+    tolerances, minimum sizes and speeds the page does not show, a fast worker and a fast learner for each target.
+    Right when, in every case: no sample is allowed before ``min_size`` transitions are stored; from then on the
+    samples drawn stay within ``error_buffer`` (plus one insert's and one sample's worth, the slack of asking
+    before or after acting) of ``samples_per_insert`` times the transitions stored beyond ``min_size``; the two
+    sides are never both refused ``STALLED`` ticks in a row (a deadlock); and the slower side keeps at least 90%
+    of its own pace. ``None``, or a method that returns ``None``, is "not answered yet". Raises ``AssertionError``
+    with a hint naming the concept and the section.
     """
-    if chunk_pixel_bytes is None:
-        return _not_answered_yet("write chunk_pixel_bytes(episode_ends, stack, frame_shape, dtype)")
-    _require_learners_code(chunk_pixel_bytes, _CALL,
-                           f"a def of {_CALL} in the notebook that counts the frames a chunk carries ({_CHUNKS})")
-    for steps, ends, stack, frame_shape, dtype in CHUNK_CASES:
-        flags = [i in ends for i in range(steps)]
-        got = _call_learner(chunk_pixel_bytes, (list(flags), stack, frame_shape, dtype), _CALL)
-        if got is None:
-            return _not_answered_yet("chunk_pixel_bytes returns None yet; return the chunk's bytes of pixels")
-        _require_number(got, f"chunk_pixel_bytes should return a number of bytes (an int) for {steps} steps")
-        chunk = real_chunk(steps, ends, stack, frame_shape, dtype)
-        right = chunk.first_state.nbytes + chunk.frames.nbytes + chunk.reset_states.nbytes
-        if got == right:
-            continue
-        where = (f"{steps} step(s) of {'x'.join(map(str, frame_shape))} {dtype} frames in {stack}-frame states, "
-                 f"episode end(s) after step(s) {list(ends) or 'none'}")
-        hint = next((h for value, h in _wrong_answers(steps, ends, stack, frame_shape, dtype) if got == value),
-                    "count the frames a chunk stores: its first full stack, one new frame per step and a full stack "
-                    "after each episode restart inside it, each frame its shape's pixels times the dtype's bytes "
-                    f"({_CHUNKS})")
-        raise AssertionError(f"{where}: a real chunk carries {right:,} bytes of pixels, chunk_pixel_bytes gave "
-                             f"{got:,}: {hint}.")
-    return _passed(f"{len(CHUNK_CASES)} chunks of other sizes, stacks and dtypes, each what a real Chunk carries: "
-                   "the first state's stack, one new frame per step, a full stack after each restart inside the "
-                   "chunk, each frame its pixels times the dtype's bytes")
+    if limiter_class is None:
+        return _not_answered_yet(f"write the class {_CALL}")
+    assert isinstance(limiter_class, type), (
+        f"pass the class itself, e.g. check_rate_limiter(RateLimiter), got {limiter_class!r}")
+    write = f"a class of your own that decides when each side must wait ({_LIMITER})"
+    _require_learners_code(limiter_class, _CALL, write)
+    for name in _METHODS:
+        assert hasattr(limiter_class, name), (
+            f"{limiter_class.__name__} has no `{name}`: the limiter answers {' and '.join(_METHODS)}")
+        _require_learners_code(getattr(limiter_class, name), f"{limiter_class.__name__}.{name}(inserted, sampled)",
+                               write)
+    import numpy as np
+
+    unanswered = []
+
+    def ask(limiter):
+        def answer(method: str, inserted: int, sampled: int) -> bool:
+            got = _call_learner(getattr(limiter, method), (inserted, sampled), f"{method}({inserted}, {sampled})")
+            if got is None:
+                unanswered.append(method)
+                raise _Unanswered
+            assert isinstance(got, (bool, np.bool_)), (
+                f"{method}({inserted:,}, {sampled:,}) returned {got!r}: answer True (go on) or False (wait), the "
+                f"limiter's yes or no to one request ({_LIMITER})")
+            return bool(got)
+        return answer
+
+    for case in LIMITER_CASES:
+        spi, least, buf = case.samples_per_insert, case.min_size, case.error_buffer
+        limiter = _call_learner(limiter_class, (spi, least, buf), f"{limiter_class.__name__}({spi}, {least}, {buf})")
+        try:
+            trace = _simulate(limiter, case, ask(limiter))
+        except _Unanswered:
+            return _not_answered_yet(f"{unanswered[0]} still returns None; return True or False")
+        wrong = _verdict(trace, case)
+        if wrong is not None:
+            raise AssertionError(
+                f"target {spi:g} samples per insert, min_size {least:,}, error_buffer {buf:g}, a learner drawing "
+                f"{case.batch} samples every {case.every} tick(s) beside a worker offering one transition per tick "
+                f"(the {case.fast} is the fast side): {wrong}.")
+    return _passed(f"{len(LIMITER_CASES)} simulated runs, a fast worker and a fast learner for each of 3 targets: "
+                   "no sample before the minimum, the samples drawn within the tolerance of the target all along, "
+                   "no deadlock, and the slower side at its own pace")
 
 
 QUESTIONS.update({
-    "10.samples_per_step": ("b", "the single process ties one update to every 4 agent steps, so a faster game brings "
-                                 "its updates along and samples per step stay 32 / 4 = 8; Ray's worker steps without "
-                                 "waiting for the learner, so the same updates/s meet more steps",
-                            {"a": "the gradient step does cost what it did, but notebook 07's loop learns once every "
-                                  "4 agent steps: count updates per agent step, not per second (*The shape*, the "
-                                  "replay ratio, and section 4, samples/step)",
-                             "c": "a learner at its own pace draws as many batches per second as before: compare that "
-                                  "with the transitions per second the faster worker sends. And what ties notebook "
-                                  "07's updates to its steps? (*The shape*, the learner's line, and section 4, "
-                                  "samples/step)"}),
-    "10.second_worker": ("b", "a worker needs a core: four workers, the replay actor and the learner's process are "
-                              "six busy processes on four cores, so the added workers take turns with the rest",
-                         {"a": "a chunk travels once, from its worker to the replay actor, through the object store "
-                               "(section 2, *The replay actor*): count the busy processes against the cores instead "
-                               "(section 4, *How to read it*)",
-                          "c": "Ray places actors by the logical CPUs it was told, not by the real cores: all four "
-                               "workers start (the cell that starts Ray, before section 1)"}),
+    "10.samples_per_step": ("a", "the worker's env steps/s stay what they were and the learner draws about five times "
+                                 "the samples per second from them: samples per step = batch x updates / transitions "
+                                 "stored rises about five times, since nothing ties the two",
+                            {"b": "nothing in this layout makes the learner wait for new transitions: the replay "
+                                  "actor samples whatever it holds, as often as it is asked (*The shape*, the "
+                                  "learner's line and the replay ratio)",
+                             "c": "a worker asks for newer weights only when one of its games starts, and the object "
+                                  "store hands it a reference to fetch once per version (section 3, *Weights in the "
+                                  "object store*): count what changes in samples per step's two terms instead"}),
+    "10.second_worker": ("c", "4 workers, the learner's process and the replay actor are six busy processes, which "
+                              "fit on eight cores; 8 workers make ten, so from 4 to 8 they take turns on the same "
+                              "cores",
+                         {"a": "storing a chunk is a small part of a core's time next to playing a game and running "
+                               "the network, and at 2 workers the replay actor still has a core of its own: count "
+                               "the busy processes against the cores (section 4, *How to read it*)",
+                          "b": "a worker plays one game with one copy of the network and keeps one core busy; only "
+                               "a CPU learner spreads over the cores left (section 4, *learner threads*): count the "
+                               "busy processes against the cores (section 4, *How to read it*)"}),
 })
 
 
