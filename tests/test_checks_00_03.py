@@ -13,6 +13,7 @@ import torch
 import dqn_course
 from _solutions import run_solutions
 from dqn_course.lab import checks, frames
+from dqn_course.lab.checks.ch00_01 import next_stack_passes
 from dqn_course.lab.frames import (blog_preprocess, downsample, max_pool_downsample, preprocessing_trace, raw_frames,
                                    state_bytes)
 from dqn_course.networks import NatureCNN
@@ -74,6 +75,19 @@ def test_next_stack_none(capsys):
     assert checks.check_next_stack(None) is None
     assert checks.check_next_stack(lambda s, x: None) is None  # the exercise cell's function, not written yet
     assert capsys.readouterr().out.count("Not answered yet") == 2
+
+
+def test_next_stack_passes_says_whether_the_summary_may_use_the_learners_function(capsys):
+    """Notebook 00's summary builds its top-rung transition with the learner's next_stack once it passes, and falls
+    back on the course's stream while it returns None (the committed notebook, and CI) or fails its check."""
+    assert next_stack_passes(next_stack) is True
+    assert next_stack_passes(lambda s, x: None) is False
+    assert next_stack_passes(WRONG_NEXT_STACK["newest first"][0]) is False
+    assert next_stack_passes(as_course_code(next_stack)) is False  # the course's own code is not the learner's
+    assert capsys.readouterr().out == ""  # silent: the exercise cell shows the verdict
+    for wrong in (None, 3, "next_stack"):
+        with pytest.raises(TypeError, match="next_stack"):
+            next_stack_passes(wrong)
 
 
 def test_notebook_00_solution_cell_passes_its_check():
@@ -229,7 +243,8 @@ def test_ball_prediction(prediction, passes):
 # --- notebook 03 ----------------------------------------------------------------------------------
 
 class ScaledNet(torch.nn.Module):
-    """The worked answer: uint8 in, anything else refused, converted and scaled inside."""
+    """The worked answer: a channel-last uint8 batch in, anything else refused; channels moved first, converted and
+    scaled inside."""
 
     def __init__(self, body):
         super().__init__()
@@ -238,12 +253,20 @@ class ScaledNet(torch.nn.Module):
     def forward(self, frames):
         if frames.dtype != torch.uint8:
             raise TypeError(f"uint8 frames only, got {frames.dtype}")
-        return self.body(frames.float() / 255)
+        return self.body(frames.permute(0, 3, 1, 2).float() / 255)
+
+
+def _moved_and_multiplied(self, frames):
+    """Another right answer: the axis moved by another call, the scale a multiplication (255 x float32(1/255) is 1)."""
+    if frames.dtype != torch.uint8:
+        raise TypeError("uint8 only")
+    return self.body(torch.movedim(frames, -1, 1).to(torch.float32) * (1 / 255))
 
 
 def test_scaled_net_right(capsys):
     assert checks.check_scaled_net(ScaledNet) is True
-    assert "✓" in capsys.readouterr().out
+    assert checks.check_scaled_net(_variant(_moved_and_multiplied)) is True
+    assert capsys.readouterr().out.count("✓") == 2
 
 
 class _SubclassOfNatureCNN(NatureCNN):
@@ -289,54 +312,89 @@ def _variant(forward):
     return type(forward.__name__, (ScaledNet,), {"forward": forward})
 
 
+def _first(frames):
+    """The channel-last batch channels first, each frame whole: the right move, for the variants wrong elsewhere."""
+    return frames.permute(0, 3, 1, 2)
+
+
+def _reshaped(self, frames):
+    if frames.dtype != torch.uint8:
+        raise TypeError("uint8 only")
+    return self.body(frames.reshape(frames.shape[0], 4, 84, 84).float() / 255)  # the right shape, frames scrambled
+
+
+def _channels_last(self, frames):
+    if frames.dtype != torch.uint8:
+        raise TypeError("uint8 only")
+    return self.body(frames.float() / 255)  # the memory's layout, as it comes
+
+
+def _transposed(self, frames):
+    if frames.dtype != torch.uint8:
+        raise TypeError("uint8 only")
+    return self.body(frames.permute(0, 3, 2, 1).float() / 255)
+
+
+def _almost_255(self, frames):
+    if frames.dtype != torch.uint8:
+        raise TypeError("uint8 only")
+    return self.body(_first(frames).float() / 255.0001)  # within 1e-6 of the right values, yet 255 is not 1.0
+
+
+def _skips_the_body(self, frames):
+    if frames.dtype != torch.uint8:
+        raise TypeError("uint8 only")
+    return torch.zeros(frames.shape[0], 4)
+
+
 def _unscaled(self, frames):
     if frames.dtype != torch.uint8:
         raise TypeError("uint8 only")
-    return self.body(frames.float())
+    return self.body(_first(frames).float())
 
 
 def _by_256(self, frames):
     if frames.dtype != torch.uint8:
         raise TypeError("uint8 only")
-    return self.body(frames.float() / 256)
+    return self.body(_first(frames).float() / 256)
 
 
 def _integer_division(self, frames):
     if frames.dtype != torch.uint8:
         raise TypeError("uint8 only")
-    return self.body((frames // 255).float())
+    return self.body((_first(frames) // 255).float())
 
 
 def _accepts_floats(self, frames):
-    return self.body(frames.float() / 255)
+    return self.body(_first(frames).float() / 255)
 
 
 def _scales_floats_again(self, frames):
-    return self.body(frames.to(torch.float32) / 255)
+    return self.body(_first(frames).to(torch.float32) / 255)
 
 
 def _wrong_exception(self, frames):
     if frames.dtype != torch.uint8:
         raise ValueError("uint8 only")
-    return self.body(frames.float() / 255)
+    return self.body(_first(frames).float() / 255)
 
 
 def _no_conversion(self, frames):
     if frames.dtype != torch.uint8:
         raise TypeError("uint8 only")
-    return self.body(frames)
+    return self.body(_first(frames))
 
 
 def _float64(self, frames):
     if frames.dtype != torch.uint8:
         raise TypeError("uint8 only")
-    return self.body(frames.double() / 255)
+    return self.body(_first(frames).double() / 255)
 
 
 def _in_place(self, frames):
     if frames.dtype != torch.uint8:
         raise TypeError("uint8 only")
-    out = self.body(frames.float() / 255)
+    out = self.body(_first(frames).float() / 255)
     frames.zero_()
     return out
 
@@ -344,14 +402,16 @@ def _in_place(self, frames):
 def _returns_numpy(self, frames):
     if frames.dtype != torch.uint8:
         raise TypeError("uint8 only")
-    return self.body(frames.float() / 255).numpy()
+    return self.body(_first(frames).float() / 255).numpy()
 
 
 @pytest.mark.parametrize("forward, words", [
     (_unscaled, "unscaled"), (_by_256, "256"), (_integer_division, "integer division"),
     (_accepts_floats, "accepted a float32 batch"), (_scales_floats_again, "accepted a float32 batch"),
     (_wrong_exception, "raised ValueError"), (_no_conversion, "becomes float32"), (_float64, "becomes float32"),
-    (_in_place, "changed the batch"), (_returns_numpy, "should return")], ids=lambda x: getattr(x, "__name__", ""))
+    (_in_place, "changed the batch"), (_returns_numpy, "should return"), (_reshaped, "scrambled"),
+    (_channels_last, "channel-last"), (_transposed, "transposed"), (_almost_255, "not exactly 1.0"),
+    (_skips_the_body, "never called the body")], ids=lambda x: getattr(x, "__name__", ""))
 def test_scaled_net_wrong(forward, words):
     with pytest.raises(AssertionError, match=words):
         checks.check_scaled_net(_variant(forward))

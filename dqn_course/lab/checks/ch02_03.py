@@ -155,17 +155,22 @@ def check_preprocess(preprocess) -> bool | None:
 
 
 _SCALE = "section 3, *Scale on the device, at learn time*"
+_LAYOUT = ("section 3 prints the layout the network takes, (batch, 4, 84, 84): the 4 frames of a state on the "
+           "channel axis, right after the batch axis")
 _TO_FLOAT = (f"the body computes in float32: inside forward, the uint8 batch becomes float32 first, then is scaled "
              f"({_SCALE})")
+_CHANNELS_LAST = (f"the body got the frames channel-last, as the memory lays them out; its first layer reads the 4 "
+                  f"frames of a state from the axis after the batch ({_LAYOUT})")
 _FORWARD_HINTS = {"unsigned char": _TO_FLOAT, "Byte": _TO_FLOAT, "should be the same": _TO_FLOAT,
-                  "same dtype": _TO_FLOAT, "expected scalar type": _TO_FLOAT}
+                  "same dtype": _TO_FLOAT, "expected scalar type": _TO_FLOAT, "channels": _CHANNELS_LAST}
 SCALED_NET_BATCH = 3  # states per test batch of check_scaled_net
+SCALED_NET_FRAMES = (SCALED_NET_BATCH, 84, 84, 4)  # a channel-last uint8 batch, as the exercise's memory samples it
 
 
 def _scaled_net_inputs():
-    """The body ``check_scaled_net`` wraps (a seeded float32 conv + linear, 4 outputs) and its two uint8 test
-    batches of (SCALED_NET_BATCH, 4, 84, 84): one white (every pixel 255), one of random pixels; the caller's
-    random state is left as it was."""
+    """The body ``check_scaled_net`` wraps (a seeded float32 conv + linear, channels first, 4 outputs) and its two
+    channel-last uint8 test batches of ``SCALED_NET_FRAMES``: one white (every pixel 255), one of random pixels (so
+    the 4 frames of a state differ, and each pixel of each); the caller's random state is left as it was."""
     import torch
     from torch import nn
 
@@ -173,39 +178,61 @@ def _scaled_net_inputs():
         torch.manual_seed(0)
         body = nn.Sequential(nn.Conv2d(4, 8, kernel_size=8, stride=4), nn.ReLU(), nn.Flatten(),
                              nn.Linear(8 * 20 * 20, 4))
-        mixed = torch.randint(0, 256, (SCALED_NET_BATCH, 4, 84, 84), dtype=torch.uint8)
-    white = torch.full((SCALED_NET_BATCH, 4, 84, 84), 255, dtype=torch.uint8)
+        mixed = torch.randint(0, 256, SCALED_NET_FRAMES, dtype=torch.uint8)
+    white = torch.full(SCALED_NET_FRAMES, 255, dtype=torch.uint8)
     return body, {"a white batch (every pixel 255)": white, "a batch of random pixels": mixed}
 
 
-def _scaled_net_hint(out, body, batch) -> str:
-    """Why ``out`` is not ``body(batch / 255)``: the usual mistakes, compared."""
+def _channels_first(batch):
+    """The channel-last uint8 ``batch`` as the body must receive it: channels first, float32, scaled to [0, 1]."""
+    return batch.permute(0, 3, 1, 2).float() / 255
+
+
+def _scaled_input_hint(seen, batch) -> str:
+    """Why ``seen``, what the body received, is not ``_channels_first(batch)``: the usual mistakes, compared."""
     import torch
 
     def close(x):
-        return out.shape == x.shape and torch.allclose(out.float(), x, atol=1e-5, rtol=1e-4)
+        return seen.shape == x.shape and torch.allclose(seen.float(), x.float(), atol=1e-6, rtol=0)
 
-    with torch.no_grad():
-        if close(body(batch.float())):
-            return f"the batch reached the body unscaled, 0-255: the network wants values in [0, 1] ({_SCALE})"
-        if close(body(batch.float() / 256)):
-            return ("that is a division by 256: the brightest pixel, 255, must become exactly 1, so divide by the "
-                    f"largest value a uint8 holds ({_SCALE})")
-        if close(body((batch // 255).float())):
-            return ("that is an integer division: it keeps 1 for a pixel of 255 and 0 for every other; make floats "
-                    "first, then divide (section 4, *The float64 trap*, shows which divisions give floats)")
-    return f"the body should see each pixel as a float from 0 to 1, the uint8 value divided by 255 ({_SCALE})"
+    first = batch.permute(0, 3, 1, 2)
+    if seen.shape != first.shape:
+        return (f"the body received shape {tuple(seen.shape)}, expected {tuple(first.shape)}: each state's 4 frames "
+                f"on the channel axis, every frame 84 × 84 ({_LAYOUT})")
+    if seen.dtype != torch.float32:
+        return _TO_FLOAT
+    if close(batch.reshape(first.shape).float() / 255):
+        return ("the shape is right but the frames arrive scrambled: a reshape keeps the bytes in their order and "
+                "only cuts them into a new shape, so each channel gets pixels of all 4 frames; the frames' axis has "
+                f"to move, each frame staying whole ({_LAYOUT})")
+    if close(batch.permute(0, 3, 2, 1).float() / 255):
+        return ("the frames arrive transposed, their rows and columns swapped: keep each frame's rows first, then "
+                f"its columns ({_LAYOUT})")
+    if close(first.float()):
+        return f"the batch reached the body unscaled, 0-255: the network wants values in [0, 1] ({_SCALE})"
+    if close(first.float() / 256):
+        return ("that is a division by 256: the brightest pixel, 255, must become exactly 1, so divide by the "
+                f"largest value a uint8 holds ({_SCALE})")
+    if close((first // 255).float()):
+        return ("that is an integer division: it keeps 1 for a pixel of 255 and 0 for every other; make floats "
+                "first, then divide (section 4, *The float64 trap*, shows which divisions give floats)")
+    return (f"the body should see each pixel as a float from 0 to 1, the uint8 value divided by 255 ({_SCALE}), "
+            f"each state's 4 frames whole on the channel axis ({_LAYOUT})")
 
 
 def check_scaled_net(net_class) -> bool | None:
-    """Notebook 03: ``net_class(body)`` is a ``torch.nn.Module`` whose ``forward(frames)`` takes a uint8 batch of
-    states, converts it to float32 and scales it to [0, 1] itself, returns ``body`` of it, and refuses any other
-    dtype with ``TypeError``: the replay memory and the copy to the device stay uint8 (1 byte a pixel).
+    """Notebook 03: ``net_class(body)`` is a ``torch.nn.Module`` whose ``forward(frames)`` takes a channel-last
+    uint8 batch of states, (batch, 84, 84, 4) as a memory written for Keras samples it, refuses any other dtype with
+    ``TypeError``, and hands ``body`` the states channels first, (batch, 4, 84, 84), converted to float32 and scaled
+    to [0, 1] inside (a pixel of 255 exactly 1.0); it returns the body's output. The replay memory and the copy to
+    the device stay uint8 (1 byte a pixel).
 
     The learner's own class is required: the course's ``NatureCNN``, a subclass of it, a class that calls the
-    course's code or that holds one of its modules is refused. Run on a seeded body and two batches: a white one (a
-    pixel of 255 must reach the body as 1.0) and one of random pixels, outputs held to ``body(frames / 255)``
-    within 1e-5; the batch it is given stays as it was; a float32 batch (already scaled) and an int64 one must
+    course's code or that holds one of its modules is refused. Run on a seeded body whose input is recorded (a
+    forward pre-hook) and two batches: a white one, whose every pixel must reach the body as exactly 1.0, and one of
+    random pixels, which must reach it as ``frames.permute(0, 3, 1, 2) / 255`` within 1e-6 (a reshape instead of
+    moving the axis scrambles the frames and is caught); the output is held to the body's on that input within
+    1e-5, and the batch it was given must stay as it was. A float32 batch (already scaled) and an int64 one must
     raise TypeError. Raises AssertionError with a hint on the first rule broken.
     """
     import inspect
@@ -220,24 +247,42 @@ def check_scaled_net(net_class) -> bool | None:
     write = f"a module whose forward converts the uint8 batch and scales it itself ({_SCALE})"
     _require_learners_code(net_class, "ScaledNet(body)", write)
     body, batches = _scaled_net_inputs()
+    received = []  # what the body is given, call by call
+    body.register_forward_pre_hook(lambda module, args: received.append(args[0].detach().clone()))
     net = _call_learner(net_class, (body,), "ScaledNet(body)")
     for module in net.modules():  # the library's layers are welcome; the course's, or one of yours calling it, not
         if _is_course_object(type(module)) or _defined_by_learner(type(module)):
             _require_learners_code(module, f"the {type(module).__name__} inside ScaledNet", write)
     for name, batch in batches.items():
         given = batch.clone()
+        received.clear()
         with torch.no_grad():
             out = _call_learner(net, (given,), f"net(frames) on {name}", _FORWARD_HINTS)
-            expected = body(batch.float() / 255)
+            calls = list(received)  # before the check's own call of the body below
+            wanted = _channels_first(batch)
+            expected = body(wanted)
         assert torch.equal(given, batch), (
             f"net(frames) changed the batch it was given ({name}): the sampled uint8 batch is read, not written; "
             "make the scaled floats a new tensor")
+        assert calls, (f"net(frames) on {name} never called the body: forward returns the body's output on the "
+                          f"scaled batch ({_SCALE})")
+        seen = calls[0]
+        if not (seen.shape == wanted.shape and seen.dtype == torch.float32
+                and torch.allclose(seen, wanted, atol=1e-6, rtol=0)):
+            raise AssertionError(f"on {name}, the body did not receive the states channels first and scaled to "
+                                 f"[0, 1]: {_scaled_input_hint(seen, batch)}.")
+        if not torch.all(seen[batch.permute(0, 3, 1, 2) == 255] == 1.0):
+            value = seen[batch.permute(0, 3, 1, 2) == 255].flatten()[0].item()
+            raise AssertionError(
+                f"on {name}, a pixel of 255 reached the body as {value!r}, not exactly 1.0: the brightest pixel "
+                "must become 1 exactly, which a division by the largest value a uint8 holds gives; a scale by "
+                f"another number, however close, misses it ({_SCALE})")
         assert isinstance(out, torch.Tensor) and out.shape == expected.shape, (
             f"net(frames) should return the body's output, a tensor of shape {tuple(expected.shape)}, got "
             f"{type(out).__name__} {tuple(getattr(out, 'shape', ()))}")
         if not (out.dtype == torch.float32 and torch.allclose(out, expected, atol=1e-5, rtol=1e-4)):
-            raise AssertionError(f"on {name}, net(frames) is not the body's output on the frames scaled to [0, 1]: "
-                                 f"{_scaled_net_hint(out, body, batch)}.")
+            raise AssertionError(f"on {name}, net(frames) is not the body's output on the scaled batch: forward "
+                                 f"returns what the body gives, unchanged ({_SCALE}).")
     mixed = batches["a batch of random pixels"]
     for wrong, what in ((mixed.float() / 255, "a float32 batch, already scaled"), (mixed.long(), "an int64 batch")):
         try:
@@ -250,9 +295,9 @@ def check_scaled_net(net_class) -> bool | None:
                                  f"dtype is a TypeError, as NatureCNN raises ({_SCALE})") from None
         raise AssertionError(f"net(frames) accepted {what}: the network takes uint8 only and refuses any other dtype "
                              f"with TypeError, so a batch scaled twice, or never, cannot slip in unnoticed ({_SCALE})")
-    return _passed("ScaledNet takes uint8 batches and scales them inside: a pixel of 255 reaches the body as 1.0, its "
-                   "outputs equal the body's on frames / 255 within 1e-5, and float32 and int64 batches are refused "
-                   "with TypeError.")
+    return _passed("ScaledNet takes channel-last uint8 batches and does the rest inside: the body receives each "
+                   "state's 4 frames whole on the channel axis, a pixel of 255 as exactly 1.0, every pixel within "
+                   "1e-6 of its value / 255; float32 and int64 batches are refused with TypeError.")
 
 
 _FLOAT64 = "section 4, *The float64 trap*"
@@ -287,15 +332,17 @@ PREDICTIONS.update({
 
 
 QUESTIONS.update({
-    "02.slice_first": ("a", "the slice is a view of the screen, but the mean reads it into a new float64 array and "
-                            "the cast makes another, a 105 × 80 uint8 array of its own; the reshape is a view of that "
-                            "8,400-byte array, and a view keeps alive only the array behind it: nothing holds the "
-                            "screen or a full-size gray array",
-                       {"b": "33,600 bytes is a full 210 × 160 gray array; slicing first, no such array is made: which "
-                             "array does the reshaped view look into? (section 2, Trap 2)",
-                        "c": "the slice looks into the screen, but the memory stores what the reshape returns, and a "
-                             "view keeps alive the array it looks into, not every array made on the way to it "
-                             "(section 2, Trap 2)"}),
+    "02.flicker_no_max": ("b", "a step is 4 screens, an even number, so the last screen of every step has the same "
+                               "parity as the one before: odd all game long, or even all game long, from wherever the "
+                               "game's first step ended; the ball, drawn on odd screens only, is then on every frame "
+                               "or on none. The maximum of each step's last two screens, one odd and one even, keeps "
+                               "it on every frame",
+                          {"a": "the ball is drawn on every second screen, but the agent sees every fourth: count "
+                                "from one step's last screen to the next step's, 4 screens on, and see whether its "
+                                "parity changes (section 3, *Why the maximum of the last two screens?*, frame skip 4)",
+                           "c": "frame skip 4 plays each action for 4 screens, but without the maximum the frame "
+                                "is made from the last of them alone: the other 3 screens are drawn and dropped "
+                                "(section 3, *Why the maximum of the last two screens?*)"}),
     "03.where_to_scale": ("b", "10,001 depths need more than a byte: uint16 keeps each one exactly in 2 bytes and the "
                                "network scales each batch; divided by 40 and stored in uint8, each depth keeps only "
                                "the whole part, so 40 neighbouring depths share one stored value, and float16, 2 bytes "
