@@ -483,17 +483,19 @@ QUESTIONS.update({
                                 "c": "the fsync made the temporary file whole on /tmp's disk; a move between file "
                                      "systems writes a second file, byte after byte, under the final name (section 1, "
                                      "the *Atomic* point)"}),
-    "09b.spike_between_looks": ("b", "the training loop calls the watchdog between steps, at most once a second: "
-                                     "memory that grows past the budget and the machine inside one step meets the "
-                                     "OOM killer's SIGKILL first, and the run resumes from its last scheduled "
-                                     "checkpoint, step 50,000",
-                                {"a": "the watchdog is no thread: the training loop calls it between two steps, and it "
-                                      "saves only when it looks and sees the limit; count what this growth does "
-                                      "before its next look (section 4, and section 2, *Pulling the plug*, for what "
-                                      "SIGKILL leaves)",
-                                 "c": "step 50,000's checkpoint took its name long before the kill, and a rename "
-                                      "leaves the old file or the whole new one, never half of one (section 1, the "
-                                      "*Atomic* point)"}),
+    "09b.spike_between_looks": ("b", "prefault writes every page of the 7.07 GB memory when the memory is built, "
+                                     "so the process's RSS is past the 6 GB budget before the first step; the "
+                                     "watchdog looks at its first call, after that step, saves the state (a memory "
+                                     "that holds almost nothing yet) and stops. A budget must cover the memory as "
+                                     "built plus the rest of the run",
+                                {"a": "a memory fills one frame per step, but with prefault its pages are resident "
+                                      "from the start, every one written once when the memory is built: how much of "
+                                      "it counts in RSS before the first step? (section 4, why its run turns prefault "
+                                      "off, and notebook 05, section 3, *Fitting at the start is not fitting at the "
+                                      "end*)",
+                                 "c": "the watchdog compares the process's whole RSS with the budget, not what it "
+                                      "grew by: the memory's resident pages count like any other (section 4, the two "
+                                      "numbers it looks at)"}),
 })
 
 
