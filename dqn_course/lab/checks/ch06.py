@@ -448,17 +448,18 @@ PREDICTIONS.update({
         "count the forward passes of one learn(): for the targets, one per transition for each network the loop runs "
         "(section 1's hook counts; with Double DQN both networks, section 3), then Q(s, a) of the batch's states "
         "(section 4, Whole learning steps)"),
-    "06b.ladder_factor": Prediction("the factor from the top rung to the bottom one", 0.05, lambda m: {
-        403_200 / 7_072: "the top rung keeps s and s' as two separate 4-stacks of raw screens: 8 screens per "
-                         "transition, not 4 (notebook 00)",
-        806_400 / (4 * 7_056): "the bottom rung keeps one 84 × 84 frame per step, not a 4-stack: each stored frame "
-                               "serves four states (notebook 04, frame sharing)",
-        806_400 / (8 * 7_056): "that is the rung of notebook 03, s and s' as uint8 stacks; the bottom rung stores "
-                               "each frame once (notebook 04)",
-        8: "counting frames is half of it: a raw screen is 210 × 160 × 3 bytes, a stored frame 84 × 84 × 1 "
-           "(notebooks 00, 02 and 03)"},
-        "price each rung as notebooks 00 to 04 did: frames stored per transition × bytes per frame, plus what a slot "
-        "keeps besides its pixels"),
+    "06b.blog_factor": Prediction("the factor from the blog agent's bytes per step to the bottom rung's", 0.2,
+                                  lambda m: {
+        8_400 / 7_072: "the blog stores a 105 × 80 state, but it is a view that keeps the whole 210 × 160 gray image "
+                       "alive (notebook 01, section 1)",
+        100_800 / 7_072: "the blog turns each screen gray before it stores it: one byte per pixel, not three "
+                         "(notebook 01, section 1)",
+        2 * 33_600 / 7_072: "one image per step serves as that step's s' and the next step's s (notebook 01, "
+                            "section 2)",
+        806_400 / 7_072: "that is the top rung, raw 4-stacks of s and s'; the blog agent keeps one gray image per step "
+                         "(notebook 01, sections 1 and 2)"},
+        "set what the blog agent keeps alive per step (notebook 01, sections 1 and 2) against the bottom rung's frame "
+        "and its slot's bookkeeping (notebook 04); RSS adds a little per step to the blog's figure"),
 })
 
 
@@ -518,16 +519,17 @@ QUESTIONS.update({
                                    "2): where is 5 now?",
                               "c": "the Huber loss never drops an error: inside the threshold it is the squared "
                                    "error (section 4, *The Huber loss*, step 1)"}),
-    "06b.fresh_process": ("a", "the C allocator (glibc's malloc) keeps the memory that many small arrays freed and "
-                               "hands it to the next requests instead of returning it to the OS, so the next games' "
-                               "fills cost no new RSS (notebook 01b, section 1): one fresh process per measurement, "
-                               "as this notebook's How does. Rings as large as this notebook's are another case: "
-                               "their arrays get pages of their own, returned when freed (notebook 05)",
-                          {"b": "a page costs RSS once it is written, whatever bytes are written into it: zero bytes "
-                                "are bytes like any other (this notebook's How: every slot is written so that its "
-                                "pages exist)",
-                           "c": "RSS counts every page the process has written, read back or not (this notebook's "
-                                "How): where did the memory that Pong's deque freed go?"}),
+    "06b.large_ring_twice": ("b", "an array of 1.4 GB is far above glibc's mmap threshold (notebook 01b, section 1): "
+                                  "it gets a mapping of its own from the operating system, and freeing it unmaps "
+                                  "those pages, so the second ring's writes take new pages and its growth is about "
+                                  "the first's. The allocator keeps what small allocations freed (section 3's "
+                                  "exercise), not an array this large",
+                             {"a": "the allocator keeps what small allocations freed; how does an array far above its "
+                                   "mmap threshold get its memory, and where does that go when it is freed (notebook "
+                                   "01b, section 1)?",
+                              "c": "freeing a mapping hands its pages back to the operating system at once; nothing "
+                                   "is kept for the process (notebook 01b, section 1: what happens to a large "
+                                   "array's pages when it is freed)"}),
     "06b.fill_every_slot": ("b", "the ring's arrays start as untouched zero pages, and a page costs RSS only once it "
                                  "is written (this notebook's How): 500 written slots cost about 500 slots' worth of "
                                  "RSS, and the table divides by n, the transitions held, about 500. What a partial "
