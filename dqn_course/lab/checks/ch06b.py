@@ -1,5 +1,6 @@
-"""Notebook 06b (the whole ladder): its exercise, a memory's bytes per transition read as the page reads them, in a
-fresh process; and the fills it is checked on, module-level so that a freshly spawned interpreter can import them.
+"""Notebook 06b (the whole ladder): its exercise, a memory's bytes per transition read in a fresh process.
+
+The fills it is checked on are module-level, so that a freshly spawned interpreter can import them.
 
 The questions and the prediction of 06b are registered with notebook 06's (``ch06``).
 """
