@@ -355,8 +355,9 @@ QUESTIONS.update({
                                 "float16's rounding near 1"}),
     "03.int8_store": ("b", "an int8 holds -128 to 127: 255 does not fit, and the cast keeps it modulo 256, "
                            "255 - 256 = -1, so the brightest pixels come back as negatives",
-                      {"a": "an int8 is signed, -128 to 127: is there room for 255? (section 4, *Back into uint8: "
-                            "truncation and wrap-around*)",
+                      {"a": "a value that does not fit does not go to the bottom of int8's range: the cast wraps it "
+                            "around, keeping it modulo 256, as section 4, *Back into uint8: truncation and "
+                            "wrap-around*, shows for uint8",
                        "c": "NumPy does not clip when it casts integers: section 4, *Back into uint8: truncation and "
                             "wrap-around*, shows what happens to a value that does not fit"}),
     "03.torch_division": ("b", "PyTorch's / on an integer tensor is a true division and gives its default float, "
