@@ -276,12 +276,15 @@ QUESTIONS.update({
                             "out for γ = 0.999 and compare 300 with it",
                        "c": "max-Q has a bound of its own, whatever the loss does: the largest discounted return "
                             "(section 5, *Mean max-Q*)"}),
-    "07.loss_rises": ("b", "the targets move: more reward and larger Q-values make larger TD errors, so a rising "
-                           "loss beside a rising score is no alarm",
-                      {"a": "unlike a supervised loss, the TD loss chases targets that grow as the agent improves "
-                            "(section 5, *TD loss*)",
-                       "c": "divergence shows as a jump by orders of magnitude, or a max-Q past its bound, not as a "
-                            "loss that grows with the score (section 5, *TD loss*)"}),
+    "07.loss_rises": ("b", "a sync replaces the targets the network was fitting with its own newer values one step "
+                           "ahead: its errors against them are larger at first and shrink as it fits them, until the "
+                           "next sync. A loss that doubles and falls back, beside a rising score, is the targets "
+                           "moving, not trouble",
+                      {"a": "the jumps come right after the syncs, not after unusual updates: what does a sync do to "
+                            "the targets the loss is measured against? (section 5, *TD loss*)",
+                       "c": "divergence shows as a jump by orders of magnitude, or a max-Q past its bound (section 5, "
+                            "*TD loss* and *Mean max-Q*): does a loss that doubles and falls back before each next "
+                            "sync look like that?"}),
     "07.dead_agent": ("b", "long games fit both agents: waiting for FIRE earns nothing, so the stuck agent's score "
                            "stays flat and low and its targets hold nothing new (max-Q flat, gradients small), while "
                            "a good player's long games come with a rising score and max-Q",
