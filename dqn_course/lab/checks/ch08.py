@@ -241,15 +241,15 @@ PREDICTIONS.update({
 
 
 QUESTIONS.update({
-    "08.mass_leaf": ("c", "the leaves hold p^α, not p: with α = 0.5 they hold 1, 2, 3 and 4, so the line is [0, 1), "
-                          "[1, 3), [3, 6), [6, 10); at the root 4.5 is not below the left sum 3, so 3 comes off and "
-                          "the walk goes right with 1.5, which is below leaf 2's 3: leaf 2",
+    "08.mass_leaf": ("c", "a draw lands in a leaf with probability the leaf's value over the total, and the leaf holds "
+                          "p^α, not p: doubling p multiplies p^0.6 by 2^0.6 ≈ 1.52, and with the total about "
+                          "unchanged, so does P(i)",
                      {"a": "PER draws transition i with probability P(i), proportional to p^α, not to p (*Why PER*), "
-                           "and the tree's leaves hold what the draw is proportional to: with α = 0.5, where do the "
-                           "intervals of the line end then? (section 1)",
-                      "b": "on going right the walk takes the left child's sum off the mass: below the root, the mass "
-                           "still to place is measured from the start of the right child's part of the line (section "
-                           "1, the walk the cell prints as (node, mass) pairs)"}),
+                           "and the tree's leaves hold what the draw is proportional to (section 1): at α = 0.6, "
+                           "what does doubling p do to a leaf's value?",
+                      "b": "the importance-sampling weight scales a transition's loss after it is drawn (*Where the "
+                           "weight comes from*); which leaf a mass lands in is set by the leaves' values alone "
+                           "(section 1)"}),
     "08.where_tree_hurts": ("b", "a per-item tree walks once per item, so 256 items cost about 8 times the walk of 32, "
                                  "while an eager GPU update, mostly the price of launching its operations, barely "
                                  "lengthens: the factor grows",
