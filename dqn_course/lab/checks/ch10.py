@@ -217,12 +217,12 @@ QUESTIONS.update({
     "10.samples_per_step": ("a", "the worker's env steps/s stay what they were and the learner draws about five times "
                                  "the samples per second from them: samples per step = batch x updates / transitions "
                                  "stored rises about five times, since nothing ties the two",
-                            {"b": "nothing in this layout makes the learner wait for new transitions: the replay "
-                                  "actor samples whatever it holds, as often as it is asked (*The shape*, the "
-                                  "learner's line and the replay ratio)",
-                             "c": "a worker asks for newer weights only when one of its games starts, and the object "
-                                  "store hands it a reference to fetch once per version (section 3, *Weights in the "
-                                  "object store*): count what changes in samples per step's two terms instead"}),
+                            {"b": "only notebook 07's loop ties the updates to the agent steps; in this layout the "
+                                  "learner runs free of the worker, so samples per step is whatever the two rates "
+                                  "make it, not a setting (*The shape*, the learner's line and the replay ratio)",
+                             "c": "a fifth as many new transitions per update is the inverse of the ratio asked: "
+                                  "samples per step counts the samples drawn per transition stored (*The shape*, the "
+                                  "replay ratio): count what changes in its two terms"}),
     "10.second_worker": ("c", "4 workers, the learner's process and the replay actor are six busy processes, which "
                               "fit on eight cores; 8 workers make ten, so from 4 to 8 they take turns on the same "
                               "cores",
