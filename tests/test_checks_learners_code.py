@@ -58,6 +58,50 @@ def mentions_the_course_in_a_message(frame):
     return frame.copy()
 
 
+def by_default(frame, shrink=downsample):
+    return shrink(frame)
+
+
+def by_keyword_default(frame, *, shrink=downsample):
+    return shrink(frame)
+
+
+def own_helper(frame):
+    return calls_course(frame)
+
+
+TOOLS = {"shrink": downsample}
+SHRINK = functools.partial(downsample)
+A_MEMORY = FrameSharingMemory(8, (4, 84, 84))
+
+
+def through_a_table(frame):
+    return TOOLS["shrink"](frame)
+
+
+def through_a_partial(frame):
+    return SHRINK(frame)
+
+
+def through_an_instance(frame):
+    import sys
+
+    return vars(sys.modules[type(A_MEMORY).__module__])["stack_windows"]
+
+
+class HelperClass:
+    def go(self, frame):
+        return downsample(frame)
+
+
+def through_a_class_of_its_own(frame):
+    return HelperClass().go(frame)
+
+
+def recursive(n):
+    return recursive(n - 1) if n else own(n)
+
+
 class RingOverCourse:
     def add(self, item):
         return FrameSharingMemory
@@ -69,9 +113,9 @@ class SubclassOfCourse(FrameSharingMemory):
 
 @pytest.mark.parametrize("answer", [own, mentions_the_course_in_a_message, lambda frame: frame,
                                     functools.lru_cache(own), functools.partial(own), OwnRing, OwnRing(3).add, OwnNet,
-                                    OwnNet()],
+                                    OwnNet(), recursive],
                          ids=["def", "a message naming the course", "lambda", "decorated", "partial", "class",
-                              "bound method", "module class", "module"])
+                              "bound method", "module class", "module", "recursive, through its own helper"])
 def test_the_learners_code_passes(answer):
     assert _require_learners_code(answer, "f(x)") is None
 
@@ -86,6 +130,13 @@ def test_the_learners_code_passes(answer):
     (RingOverCourse, "calls the course's own `FrameSharingMemory`"),
     (imports_course_by_name, "calls the course's own `dqn_course.lab.frames`"),
     (reads_course_from_sys_modules, "calls the course's own `dqn_course.lab.frames`"),
+    (by_default, "course's own `the default of shrink`"),
+    (by_keyword_default, "course's own `the default of shrink`"),
+    (own_helper, "course's own `calls_course → downsample`"),
+    (through_a_table, "course's own `TOOLS`"),
+    (through_a_partial, "course's own `SHRINK`"),
+    (through_an_instance, "course's own `A_MEMORY`"),
+    (through_a_class_of_its_own, "course's own `HelperClass → downsample`"),
     (np.copy, "not a function of yours|a library's, not yours"),
     (np.ascontiguousarray, "not a function of yours"),
     (np.sqrt, "a library's, not yours"),
@@ -93,7 +144,8 @@ def test_the_learners_code_passes(answer):
     (nn.Identity(), "a library's, not yours"),
     (len, "not a function of yours"),
 ], ids=["reference", "course class", "subclass", "partial of it", "wrapper", "closure", "class calling it",
-        "import by name", "sys.modules", "numpy function", "numpy builtin", "ufunc", "library class",
+        "import by name", "sys.modules", "default", "keyword default", "own helper", "table", "partial global",
+        "course instance", "own class calling it", "numpy function", "numpy builtin", "ufunc", "library class",
         "library instance", "builtin"])
 def test_anything_else_is_refused_saying_what_it_is(answer, said):
     with pytest.raises(AssertionError, match=said) as caught:

@@ -196,12 +196,30 @@ def _is_course_object(obj) -> bool:
     return isinstance(module, str) and module.split(".")[0] == COURSE_PACKAGE
 
 
-def _course_names_read(fn, allowed: tuple = ()) -> list[str]:
-    """The names of the course's objects that the Python function ``fn`` reads: through its globals (its code and
-    the code nested in it, e.g. a lambda or a comprehension), through an import of the course inside it, or through
-    the variables it closes over; the objects in ``allowed`` (by identity) are left out. A string constant that is
-    the name of one of the course's modules (``importlib.import_module("dqn_course.agent")``, ``sys.modules[...]``)
-    counts as reading it, whatever it then takes from it."""
+def _parts(obj) -> list:
+    """What an object a function reads hands on when called or looked into: a ``functools.partial``'s function and
+    bound arguments, a bound method's function, a decorated function's original, a container's items (one level);
+    else the object itself."""
+    import functools
+    import inspect
+
+    if isinstance(obj, functools.partial):
+        return [obj.func, *obj.args, *obj.keywords.values()]
+    if inspect.ismethod(obj):
+        return [obj.__func__, obj.__self__]
+    if inspect.isfunction(obj) and hasattr(obj, "__wrapped__"):
+        return [obj, inspect.unwrap(obj)]
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return list(obj)
+    if isinstance(obj, dict):
+        return list(obj.values())
+    return [obj]
+
+
+def _objects_read(fn) -> tuple[list[tuple[str, object]], set[str]]:
+    """The (name, object) pairs the Python function ``fn`` reads: the globals its code names (its code and the code
+    nested in it, e.g. a lambda or a comprehension), what an import of the course inside it names, the variables it
+    closes over and its default arguments; and the string constants in it that name a module of the course."""
     import importlib
     import types
 
@@ -211,19 +229,68 @@ def _course_names_read(fn, allowed: tuple = ()) -> list[str]:
         names.update(code.co_names)
         strings.update(c for c in code.co_consts if isinstance(c, str) and c.split(".")[0] == COURSE_PACKAGE)
         codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-
-    def course(obj) -> bool:
-        return _is_course_object(obj) and not any(obj is a for a in allowed)
-
-    found = [name for name in sorted(names) if course(fn.__globals__.get(name))]
+    read = [(name, fn.__globals__[name]) for name in sorted(names) if name in fn.__globals__]
     for module in sorted(n for n in names if n.split(".")[0] == COURSE_PACKAGE):  # an import inside the function
         try:
             module = importlib.import_module(module)
         except ImportError:  # a name that only looks like a module of the course's
             continue
-        found += [name for name in sorted(names) if course(getattr(module, name, None)) and name not in found]
-    cells = zip(fn.__code__.co_freevars, fn.__closure__ or ())
-    return found + [name for name, cell in cells if course(cell.cell_contents)] + sorted(strings)
+        read += [(name, getattr(module, name)) for name in sorted(names) if hasattr(module, name)]
+    read += [(name, cell.cell_contents) for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ())
+             if _has_contents(cell)]
+    defaults = dict(zip(fn.__code__.co_varnames[fn.__code__.co_argcount - len(fn.__defaults__ or ()):],
+                        fn.__defaults__ or ()))
+    read += [(f"the default of {name}", value) for name, value in {**defaults, **(fn.__kwdefaults__ or {})}.items()]
+    return read, strings
+
+
+def _has_contents(cell) -> bool:
+    """Whether a closure cell holds a value yet (a variable assigned later in the enclosing function does not)."""
+    try:
+        _ = cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def _course_names_read(fn, allowed: tuple = ()) -> list[str]:
+    """The names of the course's objects that the Python function ``fn`` reads (``_objects_read``: its globals, an
+    import of the course inside it, the variables it closes over, its defaults), directly or through the learner's
+    own functions and classes it reads in turn, followed to any depth; a ``functools.partial``, a bound method, a
+    decorated function or a container it reads is looked into (``_parts``). The objects in ``allowed`` (by
+    identity) are left out. A string constant that is the name of one of the course's modules
+    (``importlib.import_module("dqn_course.agent")``, ``sys.modules[...]``) counts as reading it, whatever it then
+    takes from it. A name found through a helper is given as ``helper → name``."""
+    import inspect
+
+    def course(obj) -> bool:  # the course's function, class or module, or an instance of the course's class
+        return ((_is_course_object(obj) or (not inspect.isclass(obj) and _is_course_object(type(obj))))
+                and not any(obj is a for a in allowed))
+
+    found, strings, seen, todo = [], set(), {id(fn)}, [("", fn)]
+    while todo:
+        via, function = todo.pop(0)
+        read, named = _objects_read(function)
+        strings.update(via + s for s in named)
+        for name, obj in read:
+            if any(obj is a for a in allowed):  # handed to the learner: neither it nor what it wraps is refused
+                continue
+            for part in _parts(obj):
+                if course(part):
+                    found.append(via + name)
+                    break
+                if id(part) in seen:
+                    continue
+                seen.add(id(part))
+                if inspect.isfunction(part) and _defined_by_learner(part):
+                    todo.append((f"{via}{name} → ", part))
+                elif inspect.isclass(part) and _defined_by_learner(part):
+                    if any(_is_course_object(base) for base in inspect.getmro(part)):
+                        found.append(via + name)
+                        break
+                    todo += [(f"{via}{name} → ", f) for f in vars(part).values()
+                             if inspect.isfunction(f) and _defined_by_learner(f) and id(f) not in seen]
+    return list(dict.fromkeys(found)) + sorted(strings)
 
 
 def _defined_by_learner(obj) -> bool:
