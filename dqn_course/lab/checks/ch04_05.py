@@ -348,15 +348,17 @@ QUESTIONS.update({
                              "the end of an episode*)",
                         "b": "padding reads episode_end, and the flag passed there is True at the cut: the next game "
                              "starts padded (section 3, *Episode starts: padding*)"}),
-    "04.write_head": ("b", "the newest slot starts no transition yet (its next-state frame is not written), and the "
-                           "seven slots after the head lost a frame of their 8-frame states to earlier writes: "
-                           "1,000 - 1 - 7",
-                      {"a": "a slot holds the newest frame of its own state: count how many of an 8-frame state's "
-                            "frames lie in the slots behind it, the ones the head may have overwritten (section 4, "
-                            "*The write head*)",
-                       "c": "a next state is its state moved on by one frame, so a transition waits for one frame "
-                            "after its slot, not eight; and a state reaches back only through its older frames "
-                            "(section 2, *Building a stack by index*, and section 4, *The write head*)"}),
+    "04.write_head": ("b", "a transition can be sampled only once its next state is whole (section 4, *The write "
+                           "head*), and a 3-step transition's next state ends three slots on: the three newest slots "
+                           "wait for it. A state reaches back through its older frames only, so, as with one-step "
+                           "targets, the three slots after the head lost a frame of their 4-frame states: "
+                           "1,000 - 3 - 3",
+                      {"a": "a 3-step transition bootstraps from the state three steps on: when is that state's "
+                            "newest frame written, and until then can the transition be sampled? (section 4, *The "
+                            "write head*, when a transition becomes valid)",
+                       "c": "the head writes over the oldest slots first: of the frames a transition needs, which "
+                            "does it reach first, those behind the transition's slot or those ahead of it? (section "
+                            "2, *Building a stack by index*, and section 4, *The write head*)"}),
     "05.list_per_batch": ("b", "the list is built again for every batch, and building it visits all 1,000,000 "
                                "rows (a pointer each), where the 32 walks of random.sample skip through the deque's "
                                "blocks 64 rows at a time: far more work, and it grows with N all the same",

@@ -464,16 +464,17 @@ PREDICTIONS.update({
 
 
 QUESTIONS.update({
-    "06.why_batched_faster": ("b", "on a GPU the fixed price of a call is nearly all its cost (section 5), and one "
-                                   "batched call pays it once for all its targets: 128 share it instead of 32, so "
-                                   "each carries about a quarter. On a CPU the arithmetic is a real part of the cost, "
-                                   "so section 2's plot can show a smaller gain, or none",
+    "06.why_batched_faster": ("b", "a call's fixed price (the *Why* at the top) does not grow with the batch it "
+                                   "carries, and on a GPU it is expected to be nearly all of a small pass's cost, "
+                                   "each read-back of an action a wait besides (section 5): one call on 16 states "
+                                   "should cost about what one on one state did, so the 16 actions cost towards a "
+                                   "sixteenth of what 16 calls cost. Time it on the GPU before relying on it",
                               {"a": "a call checks its arguments and launches each layer's kernels once, whatever "
-                                    "batch it carries: that is what makes its price fixed (the *Why* at the top, "
-                                    "section 5). How many targets share it?",
-                               "c": "on a GPU the arithmetic of a small pass is expected to be nearly free (section "
-                                    "5): four times nearly free is still small beside a call's fixed price. How many "
-                                    "targets share that price?"}),
+                                    "batch it carries: that is what makes its price fixed (the *Why* at the top). "
+                                    "How many times is it paid now?",
+                               "c": "section 5 expects the arithmetic of a small pass on a GPU to be nearly free: "
+                                    "a batch of 32 should cost about what one state costs. Is 16 states' "
+                                    "arithmetic more than that?"}),
     "06.double_lower": ("a", "the upward bias comes from near-ties: with one action ten error-spreads ahead, the "
                              "max is nearly always that action's estimate, whose error averages to zero. "
                              "Overestimation is worst where actions are close in value, as in many states of a game "
