@@ -14,14 +14,14 @@ import numpy as np
 from dqn_course.contracts import check_module
 from dqn_course.lab.checks.core import (_call_learner, _not_answered_yet, _passed, _require_learners_code,
                                         _require_number)
-from dqn_course.profiling import measure_in_subprocess, rss_bytes
+from dqn_course.profiling import rss_bytes
 
 _FRESH = "the *How* under the title: why each rung is measured in a fresh process"
 _COLUMNS = "section 1, the *measured B/tr* column"
 _CALL = "bytes_per_transition(fill, *args)"
-_BY_NAME = dict.fromkeys(("pickle", "Can't get attribute"),
-                         "a child that is a new interpreter must import the function it runs by name: hand it fill "
-                         "and its arguments, not a function made in the notebook (section 3, the exercise's tools)")
+_BY_NAME = dict.fromkeys(("pickle", "Can't get attribute", "non-zero exit status", "No module named"),
+                         "a new interpreter knows nothing of this notebook: it imports what it runs by name, and fill "
+                         "is importable where it is defined (section 3, the exercise's tools)")
 
 # The check's fills: (frames, bytes per frame, steps per episode). Each is tens of MB of small arrays, the kind the
 # C allocator keeps for reuse once freed; an episode's last frame starts no transition, so each holds fewer
@@ -92,16 +92,17 @@ def check_bytes_per_transition(bytes_per_transition: Any) -> bool | None:
     Run on the fills of ``FILL_CASES`` (``fill_frames``: small arrays, the kind the C allocator keeps once freed),
     each called right after this process freed as much memory as the fill takes (``_leave_freed_memory``), so a
     reading in this process, or in a fork of it (a copy that starts with its memory), grows too little. Right when
-    each answer is within ``REL`` of the fill's frame bytes over its transitions. The learner's function may use
-    ``measure_in_subprocess`` and ``rss_bytes``; the course's other code is refused (``_require_learners_code``).
+    each answer is within ``REL`` of the fill's frame bytes over its transitions. The learner's function may read
+    ``rss_bytes``; the course's other code (``measure_in_subprocess`` included: starting the fresh process is the
+    exercise) is refused (``_require_learners_code``).
     ``None``, or a function that returns ``None``, is "not answered yet". Raises ``AssertionError`` with a hint
     naming the concept and the section.
     """
     if bytes_per_transition is None:
         return _not_answered_yet("write bytes_per_transition(fill, *args)")
-    _require_learners_code(bytes_per_transition, _CALL, f"a def of {_CALL} in the notebook that measures the memory "
-                                                        f"fill(*args) builds ({_FRESH})",
-                           allowed=(measure_in_subprocess, rss_bytes))
+    _require_learners_code(bytes_per_transition, _CALL, f"a def of {_CALL} in the notebook that starts the fresh "
+                                                        f"process and reads the memory fill(*args) builds there "
+                                                        f"({_FRESH})", allowed=(rss_bytes,))
     readings = []
     for frames, frame_bytes, episode in FILL_CASES:
         _leave_freed_memory(frames * frame_bytes * 3 // 2, frame_bytes)
