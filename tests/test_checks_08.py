@@ -151,6 +151,11 @@ def swapped_children(nodes, masses):  # node n's children taken as 2n + 1 (left)
     return out
 
 
+def scans_the_hidden_array(nodes, masses):  # a blind grader's way round the count, when the array sat on the wrapper
+    leaves = np.asarray(nodes._nodes)[len(nodes) // 2:]
+    return np.searchsorted(np.cumsum(leaves), masses, side="right")
+
+
 def writes_the_tree(nodes, masses):
     nodes[1] = 0.0
     return walk(nodes, masses)
@@ -167,6 +172,7 @@ def writes_the_tree(nodes, masses):
     (node_numbers, "those are node numbers"),
     (swapped_children, "ended on leaf 7, the right leaf is 0: leaf 7 owns"),
     (writes_the_tree, "find only reads the tree"),
+    (scans_the_hidden_array, "raised AttributeError"),
     (lambda nodes, masses: walk(nodes, masses)[:-1], r"returned shape \(8,\) for 9 masses"),
     (lambda nodes, masses: [str(leaf) for leaf in walk(nodes, masses)], "a leaf is a whole number"),
     (lambda nodes, masses: np.zeros(len(masses), int), "leaf 0 owns"),
@@ -208,6 +214,7 @@ def test_counted_nodes_counts_what_is_read():
     assert counted.sum() == 120.0 and counted.reads == 43
     with pytest.raises(TypeError):
         counted[1] = 0.0
+    assert not any(isinstance(v, np.ndarray) for v in vars(counted).values())  # no attribute hands the array over
 
 
 # -- per_demo ----------------------------------------------------------------------------------------------

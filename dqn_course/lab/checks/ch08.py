@@ -2,6 +2,7 @@
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from dqn_course.contracts import check_module
@@ -14,44 +15,49 @@ _TOTAL = "section 1, *A mass on the total*"
 _ZERO = "section 1, the sweep that hits no leaf of priority 0"
 
 
+_NODE_ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # each _CountedNodes' array, kept off it
+
+
 class _CountedNodes:
     """A sum tree's node array, read-only, that counts the nodes read from it: ``reads`` grows by one for each node
     an index returns (a number, an array of numbers or a slice) and by every node for anything that takes the whole
     array (``np.asarray``, iteration, a method such as ``sum``). ``len``, ``shape``, ``size``, ``ndim`` and ``dtype``
-    read no node. Writing to it raises ``TypeError``: a walk only reads the tree."""
+    read no node. Writing to it raises ``TypeError``: a walk only reads the tree. The array itself is held in
+    ``_NODE_ARRAYS``, not on the object, so no attribute of it hands the array over uncounted."""
 
     def __init__(self, nodes):
         import numpy as np
 
-        self._nodes = np.array(nodes, np.float64)
-        self._nodes.flags.writeable = False
+        array = np.array(nodes, np.float64)
+        array.flags.writeable = False
+        _NODE_ARRAYS[self] = array
         self.reads = 0
-        self.shape, self.size, self.ndim, self.dtype = (self._nodes.shape, self._nodes.size, self._nodes.ndim,
-                                                        self._nodes.dtype)
+        self.shape, self.size, self.ndim, self.dtype = array.shape, array.size, array.ndim, array.dtype
 
     def __len__(self) -> int:
-        return len(self._nodes)
+        return len(_NODE_ARRAYS[self])
 
     def __getitem__(self, key):
         import numpy as np
 
-        out = self._nodes[key]
+        out = _NODE_ARRAYS[self][key]
         self.reads += int(np.size(out))
         return out
 
     def __iter__(self):
-        self.reads += self._nodes.size
-        return iter(self._nodes)
+        self.reads += self.size
+        return iter(_NODE_ARRAYS[self])
 
     def __array__(self, dtype=None, copy=None):
-        self.reads += self._nodes.size
-        return self._nodes if dtype is None else self._nodes.astype(dtype)
+        self.reads += self.size
+        array = _NODE_ARRAYS[self]
+        return array if dtype is None else array.astype(dtype)
 
     def __getattr__(self, name: str):  # the array's other methods (sum, tolist, copy, ...) read the whole array
-        if name.startswith("_"):  # looked up before ``_nodes`` exists (copy, pickle): not the array's
+        if name.startswith("_"):  # private names, and those looked up before __init__ ran (copy, pickle)
             raise AttributeError(name)
-        attribute = getattr(self._nodes, name)
-        self.reads += self._nodes.size
+        attribute = getattr(_NODE_ARRAYS[self], name)
+        self.reads += self.size
         return attribute
 
 
