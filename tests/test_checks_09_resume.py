@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from os import fsync as os_fsync
+from os import replace as os_replace
 from pathlib import Path
 
 import pytest
@@ -292,8 +294,30 @@ def save_unanswered(path, write):
     pass
 
 
+def save_by_imported_names(path, write):
+    """save_right with fsync and replace imported from os by name: the check must still see them."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os_fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os_replace(tmp, path)
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os_fsync(folder)
+    finally:
+        os.close(folder)
+
+
 def test_atomic_save_right(capsys):
     assert checks.check_save_atomically(save_right) is True
+    assert checks.check_save_atomically(save_by_imported_names) is True
+    assert os_fsync is os.fsync and os_replace is os.replace  # the learner's names are given back
     assert capsys.readouterr().out.startswith("✓")
 
 

@@ -317,6 +317,7 @@ def check_save_atomically(save_atomically: Any) -> bool | None:
     if save_atomically is None:
         return _not_answered_yet("write save_atomically(path, write)")
     _require_learners_code(save_atomically, "save_atomically(path, write)")
+    import inspect
     import os
     import tempfile
     from pathlib import Path
@@ -353,9 +354,13 @@ def check_save_atomically(save_atomically: Any) -> bool | None:
 
     old = bytes(range(256)) * 196 + b"old"  # 50,179 bytes: the last 1,000-byte chunk is partial
     new = bytes(reversed(range(256))) * 196 + b"new"
+    watched = {id(real_fsync): fsync, id(real_replace): renamer(real_replace), id(real_rename): renamer(real_rename)}
+    learners = getattr(inspect.unwrap(getattr(save_atomically, "__func__", save_atomically)), "__globals__", {})
+    aliases = {name: watched[id(value)] for name, value in learners.items() if id(value) in watched}  # from os import
     with tempfile.TemporaryDirectory(prefix="atomic-") as folder, \
-            mock.patch.object(os, "fsync", fsync), mock.patch.object(os, "replace", renamer(real_replace)), \
-            mock.patch.object(os, "rename", renamer(real_rename)):
+            mock.patch.object(os, "fsync", watched[id(real_fsync)]), \
+            mock.patch.object(os, "replace", watched[id(real_replace)]), \
+            mock.patch.object(os, "rename", watched[id(real_rename)]), mock.patch.dict(learners, aliases):
         folder = Path(folder).absolute()
         path = folder / "state.ckpt"
 
