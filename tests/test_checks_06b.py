@@ -4,6 +4,7 @@ typical slip raises with its hint; the course's code and the page's imports are 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import subprocess
 import sys
 
@@ -61,6 +62,25 @@ def whole_rss(fill, *args):
     return _in_a_new_interpreter(fill, args, "after / len(memory)")
 
 
+def frames_only(fill, *args):  # runs the fill in a new interpreter, but counts its frames instead of reading RSS
+    return _in_a_new_interpreter(fill, args, "sum(f.nbytes for f in memory.frames) / len(memory)")
+
+
+def worked_out(fill, frames, frame_bytes, episode, *rest):  # never runs the fill
+    return frames * frame_bytes / (frames - frames // episode)
+
+
+def traced_here(fill, *args):  # tracemalloc in this process: the fill ran here
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        memory = fill(*args)
+        return tracemalloc.get_traced_memory()[0] / len(memory)
+    finally:
+        tracemalloc.stop()
+
+
 def by_a_notebook_function(fill, *args):
     code = f"print(my_fill(*{args!r}))"  # a name the new interpreter was never given
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
@@ -91,10 +111,13 @@ def test_a_fresh_interpreters_reading_passes(capsys):
 
 
 @pytest.mark.parametrize("answer, hint", [
-    (forked, "a new interpreter, not this process nor a copy of it"),
-    (same_process, "a new interpreter, not this process nor a copy of it"),
+    (forked, "the fill ran in a fork, a copy of this process"),
+    (same_process, "the fill ran in this process"),
+    (traced_here, "the fill ran in this process"),
+    (worked_out, "never ran"),
+    (frames_only, "too low: the growth of the process's RSS"),
     (over_frames, "divide by n, the transitions the memory holds"),
-    (whole_rss, "not the whole process's RSS"),
+    (whole_rss, "too high"),
     (by_a_notebook_function, "imports what it runs by name"),
     (as_text, "should return a number"),
 ])
@@ -117,19 +140,27 @@ def test_unanswered(capsys):
     assert capsys.readouterr().out.count("Not answered yet") == 2
 
 
-@pytest.mark.parametrize("frames, frame_bytes, episode", FILL_CASES)
-def test_a_fill_writes_its_frames_and_holds_fewer_transitions(frames, frame_bytes, episode):
-    memory = fill_frames(frames, frame_bytes, episode)
+@pytest.mark.parametrize("frames, frame_bytes, episode, kept_bytes", FILL_CASES)
+def test_a_fill_writes_its_frames_keeps_more_and_reports_where_it_ran(frames, frame_bytes, episode, kept_bytes,
+                                                                       tmp_path):
+    from dqn_course.lab.checks import ch06b
+
+    report = tmp_path / "report.txt"
+    kept = len(ch06b._KEPT)
+    memory = fill_frames(frames, frame_bytes, episode, kept_bytes, str(report))
     assert isinstance(memory, Filled) and len(memory.frames) == frames
     assert len(memory) == frames - frames // episode < frames
     assert all(frame.nbytes == frame_bytes and frame.dtype == np.uint8 for frame in memory.frames)
     assert all(frame[0] == i % 251 for i, frame in enumerate(memory.frames[:300]))  # written, not left as zero pages
+    assert sum(a.nbytes for a in ch06b._KEPT[kept:]) == frames * kept_bytes  # kept beside the memory, not in it
     assert frames * frame_bytes >= 20_000_000  # tens of MB: a page's rounding or a start-up's frees are small beside
+    assert report.read_text().split() == [str(os.getpid()), str(int(bool(ch06b._IN_THE_CHECK)))]
+    ch06b._KEPT[kept:] = []
 
 
-def test_a_fill_refuses_counts_below_one():
+def test_a_fill_refuses_counts_below_one(tmp_path):
     with pytest.raises(ValueError, match="at least 1"):
-        fill_frames(10, 0, 4)
+        fill_frames(10, 0, 4, 0, str(tmp_path / "r.txt"))
 
 
 def test_the_blog_figure_the_prediction_reads_is_recorded():
