@@ -193,10 +193,11 @@ def check_pretouch(pretouch) -> bool | None:
         spanned = -(-nbytes // page)
         if growth >= (spanned - PRETOUCH_SLACK) * page:
             assert peak <= PRETOUCH_EXTRA * page, (
-                f"pretouch(buf) on a fresh {dtype} buffer of shape {shape} ({nbytes:,} bytes) wrote every page, but "
-                f"allocated {peak:,} bytes while it ran, {peak / nbytes:.0%} of the buffer's size: a pretouch is for "
-                "a buffer the machine can only just hold, and a copy of it needs its RAM a second time at that very "
-                "moment; write each page in place, where one value per page is all it takes (section 3)")
+                f"pretouch(buf) on a fresh {dtype} buffer of shape {shape} ({nbytes:,} bytes) grew RSS by the "
+                f"buffer's pages, but allocated {peak:,} bytes while it ran, {peak / nbytes:.0%} of the buffer's "
+                "size: a pretouch is for a buffer the machine can only just hold, and a copy of it needs its RAM a "
+                "second time at that very moment; write each page in place, where one value per page is all it takes "
+                "(section 3)")
             continue
         share = max(growth, 0) / (spanned * page)
         if share < 0.05:
