@@ -217,9 +217,8 @@ WRONG_PRETOUCH = {
     "first axis only": (lambda buf: buf.__setitem__(slice(None, None, mmap.PAGESIZE), 0), "page became resident"),
     "half the pages": (lambda buf: buf.reshape(-1).view(np.uint8).__setitem__(slice(None, buf.nbytes // 2), 0),
                        "only part of the pages"),
-    # the copy's pages stay resident or go back to the OS as the allocator's state decides (glibc raises its mmap
-    # threshold after large frees): either no page of buf became resident, or the copy is caught by its allocation
-    "a copy written": (lambda buf: np.ones_like(buf), "no page became resident|allocated .* while it ran"),
+    # caught by its allocation, whatever share of the copy's pages the allocator leaves resident
+    "a copy written": (lambda buf: np.ones_like(buf), "allocated .* while it ran"),
     "fill with zeros": (lambda buf: buf.fill(0), "changed"),
     "a 1 in each page": (lambda buf: buf.reshape(-1).view(np.uint8).__setitem__(slice(None, None, mmap.PAGESIZE), 1),
                          "changed"),

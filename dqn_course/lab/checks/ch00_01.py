@@ -191,13 +191,12 @@ def check_pretouch(pretouch) -> bool | None:
     for dtype, nbytes, shape in cases:
         growth, peak = _pretouch_growth(pretouch, nbytes, dtype, shape)
         spanned = -(-nbytes // page)
+        assert peak <= PRETOUCH_EXTRA * page, (  # first: a copy's own pages can make RSS grow, or not, as it may
+            f"pretouch(buf) on a fresh {dtype} buffer of shape {shape} ({nbytes:,} bytes) allocated {peak:,} bytes "
+            f"while it ran, {peak / nbytes:.0%} of the buffer's size: a pretouch is for a buffer the machine can only "
+            "just hold, and a copy of it needs its RAM a second time at that very moment; write each page in place, "
+            "where one value per page is all it takes (section 3)")
         if growth >= (spanned - PRETOUCH_SLACK) * page:
-            assert peak <= PRETOUCH_EXTRA * page, (
-                f"pretouch(buf) on a fresh {dtype} buffer of shape {shape} ({nbytes:,} bytes) grew RSS by the "
-                f"buffer's pages, but allocated {peak:,} bytes while it ran, {peak / nbytes:.0%} of the buffer's "
-                "size: a pretouch is for a buffer the machine can only just hold, and a copy of it needs its RAM a "
-                "second time at that very moment; write each page in place, where one value per page is all it takes "
-                "(section 3)")
             continue
         share = max(growth, 0) / (spanned * page)
         if share < 0.05:
