@@ -531,16 +531,17 @@ QUESTIONS.update({
                               "c": "freeing a mapping hands its pages back to the operating system at once; nothing "
                                    "is kept for the process (notebook 01b, section 1: what happens to a large "
                                    "array's pages when it is freed)"}),
-    "06b.fill_every_slot": ("b", "the ring's arrays start as untouched zero pages, and a page costs RSS only once it "
-                                 "is written (this notebook's How): 500 written slots cost about 500 slots' worth of "
-                                 "RSS, and the table divides by n, the transitions held, about 500. What a partial "
-                                 "fill leaves out is the RAM the rest of the ring will take once written, which is "
-                                 "why the ladder writes every slot before it reads RSS",
-                            {"a": "making the ring's arrays hands out address space, not RAM: a page costs RSS when "
-                                  "it is first written (this notebook's How). How many slots' pages were written?",
-                             "c": "the measured column divides the RSS growth by n, the transitions held, not by the "
-                                  "ring's capacity (section 1's columns): what does a quarter of the pages over a "
-                                  "quarter of the transitions give?"}),
+    "06b.fill_every_slot": ("b", "an episode of T transitions takes T + 1 slots: its last frame is written but starts "
+                                 "no transition (section 1, the column n), and padded stacks are rebuilt from the "
+                                 "episode's first frame at sample time. Here 5 slots of 7,072 bytes per 4 "
+                                 "transitions: 7,072 × 5 / 4 = 8,840 bytes. In Breakout's long episodes that extra "
+                                 "slot is a small share; in a game of short episodes it is a quarter more",
+                            {"a": "the ring's capacity counts frames, not transitions: what does an episode's last "
+                                  "frame start, and over how many transitions is its slot spread (section 1, the "
+                                  "column n)?",
+                             "c": "a stack padded at an episode start repeats the episode's first frame, which the "
+                                  "ring rebuilds when it samples: how many frames does one step still write (section "
+                                  "1, FrameSharingMemory's n)?"}),
 })
 
 
