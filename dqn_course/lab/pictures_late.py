@@ -116,24 +116,28 @@ def draw_kill_resume(first_games: np.ndarray | Sequence[int], checkpoints: np.nd
     from matplotlib.figure import Figure
 
     killed_after = max(checkpoints) if killed_after is None else killed_after
-    fig = Figure(figsize=(9, 2.6), layout="constrained")
+    fig = Figure(figsize=(9, 3.1), layout="constrained")
     ax = fig.add_subplot()
-    ax.barh(1, killed_after, height=0.35, color="tab:blue", alpha=0.35)
-    ax.barh(0, total - saved_step, left=saved_step, height=0.35, color="tab:green", alpha=0.35)
+    # each series its own colour and marker shape, so the legend reads without telling shades apart
+    ax.barh(1, killed_after, height=0.35, color="tab:blue", alpha=0.25, label="first run: steps played")
+    ax.barh(0, total - saved_step, left=saved_step, height=0.35, color="tab:green", alpha=0.25,
+            label="resumed run: steps played")
     if killed_after > saved_step:
-        ax.barh(1, killed_after - saved_step, left=saved_step, height=0.35, color="tab:red", alpha=0.35,
-                label="after the checkpoint: done again")
-    ax.scatter(first_games, [1] * len(first_games), marker="|", s=250, color="tab:blue", label="a game ends (log.csv)")
-    ax.scatter(resumed_games, [0] * len(resumed_games), marker="|", s=250, color="tab:green")
+        ax.barh(1, killed_after - saved_step, left=saved_step, height=0.35, facecolor="none", edgecolor="tab:red",
+                hatch="xxx", linewidth=0, label="after the checkpoint: done again")
+    ax.scatter(first_games, [1] * len(first_games), marker="|", s=250, color="navy", label="a game ends, first run")
+    ax.scatter(resumed_games, [0] * len(resumed_games), marker="|", s=250, color="darkgreen",
+               label="a game ends, resumed run")
     ax.scatter(checkpoints, [1.3] * len(checkpoints), marker="v", s=60, color="k", label="checkpoint saved")
-    ax.scatter([killed_after], [1], marker="X", s=160, color="tab:red", zorder=3, label="kill -9 (SIGKILL)")
+    ax.scatter([killed_after], [1], marker="X", s=160, color="tab:red", edgecolor="k", zorder=3,
+               label="kill -9 (SIGKILL)")
     ax.annotate(f"resume from step {saved_step:,}", xy=(saved_step, 0.2), xytext=(saved_step, 0.62),
                 ha="center", fontsize=8, arrowprops={"arrowstyle": "->", "color": "k"})
     ax.set_yticks([0, 1], ["resumed run", "first run"])
-    ax.set_ylim(-0.5, 1.7)
+    ax.set_ylim(-0.5, 1.6)
     ax.set_xlim(0, total * 1.02)
     ax.set_xlabel("agent step")
-    ax.legend(fontsize=7, loc="upper left", ncol=4, frameon=False, bbox_to_anchor=(0, 1.18))
+    ax.legend(fontsize=7, loc="upper center", ncol=4, frameon=False, bbox_to_anchor=(0.5, -0.28))
     return fig
 
 
