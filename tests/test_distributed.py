@@ -309,6 +309,40 @@ def test_killed_workers_are_restarted_or_reported(session):
     assert summary["updates"] >= cfg.push_every and summary["worker_weight_versions"][0] > 0
 
 
+class _Limiter:
+    """A rate limiter like notebook 10's exercise asks for: samples owed = target x inserts beyond the minimum."""
+
+    def __init__(self, samples_per_insert, min_size, error_buffer):
+        self.spi, self.min_size, self.buf = samples_per_insert, min_size, error_buffer
+
+    def may_insert(self, inserted, sampled):
+        return inserted < self.min_size or self.spi * (inserted + 1 - self.min_size) - sampled <= self.buf
+
+    def may_sample(self, inserted, sampled):
+        return inserted >= self.min_size and self.spi * (inserted - self.min_size) - sampled - 1 >= -self.buf
+
+
+def test_a_rate_limiter_holds_samples_per_step(session):
+    # batch 8 x 3 updates per call = 24 samples a learner call, 20 x 2 = 40 a worker call: a tolerance of 48 covers both
+    cfg = dataclasses.replace(TINY, num_workers=2, total_steps=400, buffer_size=1_000)
+    summary = run(cfg, rate_limiter=_Limiter(2.0, cfg.learning_starts, 48))
+    beyond = summary["steps"] - cfg.learning_starts
+    assert summary["updates"] > 0 and summary["steps"] >= cfg.total_steps
+    assert abs(summary["updates"] * cfg.batch_size - 2.0 * beyond) <= 48 + cfg.batch_size * cfg.updates_per_call
+
+
+def test_a_limiter_that_refuses_both_sides_stops_the_run(session):
+    class Never(_Limiter):
+        def may_insert(self, inserted, sampled):
+            return inserted < self.min_size
+
+        def may_sample(self, inserted, sampled):
+            return False
+
+    with pytest.raises(RuntimeError, match="deadlock"):
+        run(TINY, rate_limiter=Never(2.0, TINY.learning_starts, 48))
+
+
 JOIN = """
 import json, sys
 import ray

@@ -40,7 +40,8 @@ class Progress:
     alive: set = dataclasses.field(default_factory=set)
 
 
-def run(cfg: DistConfig, address: str | None = None, callback: Callable[[Progress], None] | None = None) -> dict:
+def run(cfg: DistConfig, address: str | None = None, callback: Callable[[Progress], None] | None = None,
+        rate_limiter: Any = None) -> dict:
     """Train with ``cfg`` on Ray; returns a summary (rates over the learning window, worker events, returns).
 
     Uses the Ray session this process already has (a notebook's, a test's; ``address`` is then not used)
@@ -49,6 +50,12 @@ def run(cfg: DistConfig, address: str | None = None, callback: Callable[[Progres
     (``placement.check_cluster_fits``: ``ClusterTooSmallError`` otherwise); actors slow to start are reported
     on stderr (``placement.wait_started``). The run's actors are ended however it ends, Ctrl-C, SIGTERM and
     SIGHUP included (``cleanup.exit_on_signals``); a session started here is closed (a joined cluster stays up).
+
+    ``rate_limiter``, when given, holds samples per step at its target (notebook 10's exercise): an object with
+    ``may_insert(inserted, sampled)`` and ``may_sample(inserted, sampled)``. The driver asks it before each worker
+    call, for the call's last transition, and before each learner call, for its last sample, and holds back the
+    side it refuses (``_Gate``); with none, workers and learner run free. A limiter that refuses both sides while
+    nothing is in flight stops the run with ``RuntimeError``.
     """
     cfg.validate()
     with exit_on_signals():
@@ -60,7 +67,7 @@ def run(cfg: DistConfig, address: str | None = None, callback: Callable[[Progres
         try:
             t_start = time.perf_counter()
             started = _start_actors(cfg, actors)
-            tally = _event_loop(cfg, started, callback, t_start)
+            tally = _event_loop(cfg, started, callback, t_start, rate_limiter)
             return _summarise(cfg, started, tally, t_start, actors)
         finally:
             for actor in actors:
@@ -169,19 +176,60 @@ class _Tally:
             raise RuntimeError(f"all {len(self.per_worker)} rollout workers died: {self.events}") from err
 
 
+@dataclass
+class _Gate:
+    """Asks a rate limiter (or nobody) whether a worker call or a learner call may start now.
+
+    Counts are the completed ones, and the calls in flight on the side that asks: a worker call is judged as if
+    every chunk in flight were stored and no learner call in flight had sampled yet, a learner call the other way
+    round, so neither side goes on a count the other has not reached. With nothing in flight the counts are exact.
+    """
+
+    limiter: Any
+    cfg: DistConfig
+
+    def may_collect(self, tally: _Tally, chunks_in_flight: int) -> bool:
+        """May one more worker call (``cfg.chunk`` transitions) start?"""
+        if self.limiter is None:
+            return True
+        inserted = tally.progress.steps + self.cfg.chunk * (chunks_in_flight + 1)
+        return bool(self.limiter.may_insert(inserted - 1, tally.progress.updates * self.cfg.batch_size))
+
+    def may_train(self, tally: _Tally) -> bool:
+        """May one more learner call (``cfg.updates_per_call`` batches) start?"""
+        if self.limiter is None:
+            return True
+        sampled = (tally.progress.updates + self.cfg.updates_per_call) * self.cfg.batch_size
+        return bool(self.limiter.may_sample(tally.progress.steps, sampled - 1))
+
+
 def _event_loop(cfg: DistConfig, started: _Started, callback: Callable[[Progress], None] | None,
-                t_start: float) -> _Tally:
-    """Keep every worker collecting and the learner training until the run is done; then wait for the calls in
-    flight. After each result ``callback`` gets the progress; a silence of ``cfg.pending_report_seconds`` is
-    reported on stderr with where each awaited actor stands."""
+                t_start: float, rate_limiter: Any = None) -> _Tally:
+    """Keep every worker collecting and the learner training until the run is done, each call started when
+    ``rate_limiter`` lets it (``_Gate``); then wait for the calls in flight. After each result ``callback`` gets
+    the progress; a silence of ``cfg.pending_report_seconds`` is reported on stderr with where each awaited actor
+    stands. Raises ``RuntimeError`` when the limiter holds back both sides with nothing in flight."""
     n, workers, learner = cfg.num_workers, started.workers, started.learner
     tally = _Tally(Progress(workers=workers, alive=set(range(n))), [0] * n, [-1] * n, [None] * n)
-    pending = {w.collect.remote(cfg.chunk): i for i, w in enumerate(workers)}
+    gate = _Gate(rate_limiter, cfg)
+    pending: dict = {}
+    idle = set(range(n))  # live workers with no call in flight
     learner_ref = None
     last_result = time.monotonic()
-    while pending or learner_ref is not None:
-        if learner_ref is None and not tally.done(cfg) and tally.progress.steps >= cfg.learning_starts:
-            learner_ref = learner.train.remote(cfg.updates_per_call)
+    while True:
+        if not tally.done(cfg):
+            for i in sorted(idle & tally.progress.alive):
+                if not gate.may_collect(tally, len(pending)):
+                    break
+                pending[workers[i].collect.remote(cfg.chunk)] = i
+                idle.discard(i)
+            if learner_ref is None and tally.progress.steps >= cfg.learning_starts and gate.may_train(tally):
+                learner_ref = learner.train.remote(cfg.updates_per_call)
+        if not pending and learner_ref is None:
+            if tally.done(cfg):
+                break
+            raise RuntimeError(f"the rate limiter refuses both sides with nothing in flight, after "
+                               f"{tally.progress.steps:,} steps and {tally.progress.updates:,} updates: a deadlock")
         waiting = list(pending) + ([learner_ref] if learner_ref is not None else [])
         ready, _ = ray.wait(waiting, num_returns=1, timeout=cfg.pending_report_seconds)
         if not ready:  # nothing for a while: say who we wait for and how they stand, then keep waiting
@@ -196,7 +244,7 @@ def _event_loop(cfg: DistConfig, started: _Started, callback: Callable[[Progress
         now = time.perf_counter()
         if ref == learner_ref:
             tally.learner_result(ray.get(ref), now)
-            learner_ref = None if tally.done(cfg) else learner.train.remote(cfg.updates_per_call)
+            learner_ref = None
         else:
             i = pending.pop(ref)
             try:
@@ -208,8 +256,7 @@ def _event_loop(cfg: DistConfig, started: _Started, callback: Callable[[Progress
                 tally.worker_died(i, err)
                 continue
             tally.worker_result(i, stats)
-            if not tally.done(cfg):
-                pending[workers[i].collect.remote(cfg.chunk)] = i
+            idle.add(i)
         tally.progress.elapsed = now - t_start
         if callback is not None:
             callback(tally.progress)
