@@ -366,7 +366,8 @@ def test_prediction_forgot_factor_near_one_matches_only_close_by():
 PREDICTION_EXAMPLES = {
     "01.predict_calls": (64, {}), "01b.page_rss": (81.92, {}), "02.ball_at_42": (46, {"gray": 110, "pixels": 8}),
     "03.batch_over_255": (7_225_344, {}), "04.frames_stored": (55, {}), "05.deque_bytes": (56_957, {}),
-    "06.step_calls": (65, {}), "06b.blog_factor": (5.35, {}), "07.eps_at_900k": (0.109, {}),
+    "06.step_calls": (65, {}), "06.reward_half_life": (69, {}), "06b.blog_factor": (5.35, {}),
+    "07.eps_at_900k": (0.109, {}),
     "07b.state_drop": (243.4, {"fixed": 27_044_444}), "08.walk_nodes": (18, {}),
     "09.noisy_ratio": (3.21, {"clean": 16.3}), "09b.checkpoint_mb": (380.6, {}),
 }

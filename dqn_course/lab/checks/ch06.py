@@ -436,6 +436,15 @@ def check_td_loss(td_loss) -> bool | None:
 
 
 PREDICTIONS.update({
+    "06.reward_half_life": Prediction("the first delay, in steps, at which a reward counts less than half (γ = 0.99)",
+                                      0.1, lambda m: {
+        50: "a reward does not lose 1% of its first weight each step, which would halve it in 50 steps: each step "
+            "keeps γ of the weight that is left, so the losses shrink as the weight does (*The target each learning "
+            "step moves towards*, step 1 unrolled)",
+        100: "at 1/(1 − γ) steps the weight has fallen further, to about 1/e, not to one half (*The target each "
+             "learning step moves towards*, step 1 unrolled)"},
+        "a reward k steps ahead counts γ to the power k (*The target each learning step moves towards*, step 1 "
+        "unrolled): find the first k at which that weight falls below one half"),
     "06.step_calls": Prediction("forward calls of one Double DQN learning step with the loop", 0, lambda m: {
         64: "the targets are only part of a learning step: Q(s, a) of the batch's states takes a forward pass too "
             "(section 4, Whole learning steps)",
