@@ -55,12 +55,16 @@ def format_bytes(n: float) -> str:
 def check_fits(needed: int, what: str = "this buffer", fraction: Fraction = 0.9, available: int | None = None) -> None:
     """Refuse, before allocating, anything that needs more than ``fraction`` of the available RAM.
 
-    The error says how much is needed and how much there is, so the learner can pick a capacity.
+    ``available`` (bytes) replaces this machine's available RAM, to check against another machine's. The error
+    says how much is needed and how much there is, and where that figure came from (read from this machine, or
+    given), so the learner can pick a capacity. Raises ``InsufficientMemoryError`` (a ``MemoryError``).
     """
     have = available_bytes() if available is None else available
     if needed > fraction * have:
+        have_text = (f"this machine has {format_bytes(have)} available" if available is None
+                     else f"the available RAM given is {format_bytes(have)}")
         raise InsufficientMemoryError(
-            f"{what} needs {format_bytes(needed)} but this machine has {format_bytes(have)} available "
+            f"{what} needs {format_bytes(needed)} but {have_text} "
             f"(limit: {fraction:.0%} of that = {format_bytes(fraction * have)}). "
             f"Use a smaller capacity or a leaner memory (see notebooks 04-05 and 09)."
         )
