@@ -135,6 +135,48 @@ def test_notebook_01_measuring_cell_runs_the_learners_fix_in_a_fork(capsys):
     assert own["held"] / own["memory_len"] < 9_000 < 33_600 < blog["held"] / blog["memory_len"]
 
 
+def _notebook_function(source: str, name: str):
+    """A function defined as a notebook cell defines it: in ``__main__``, which a fresh interpreter cannot import."""
+    namespace = {"__name__": "__main__", "np": np}
+    exec(source, namespace)  # noqa: S102
+    return namespace[name]
+
+
+NOTEBOOK_OWN_PREPROCESS = """
+def own_preprocess(frame):
+    return np.mean(frame, axis=2)[::2, ::2, None].astype(np.uint8)
+"""
+
+
+def test_measure_run_spawns_where_fork_is_unsafe(monkeypatch):
+    """macOS and Windows: no fork. The run starts as a fresh interpreter that gets the learner's function, defined in
+    a notebook cell, by value, and stores its states."""
+    monkeypatch.setattr(naive, "fork_is_safe", lambda: False)
+    fn = _notebook_function(NOTEBOOK_OWN_PREPROCESS, "own_preprocess")
+    run, started_by = naive.measure_run(100, preprocess=fn, learn_every=0, record_every=10)
+    assert started_by == "spawn" and run["memory_len"] == 100
+    assert run["held"] / run["memory_len"] < 8_400 * 1.1  # the 8,400-byte state and each row's list and scalars
+
+
+@pytest.mark.parametrize("platform, methods, safe", [
+    ("linux", ["fork", "spawn", "forkserver"], True),
+    ("darwin", ["spawn", "fork", "forkserver"], False),  # offered, but unsafe in a process that runs threads
+    ("win32", ["spawn"], False),
+    ("linux", ["spawn"], False),
+])
+def test_fork_is_safe_only_on_linux_with_fork(monkeypatch, platform, methods, safe):
+    monkeypatch.setattr(naive.sys, "platform", platform)
+    monkeypatch.setattr(naive.mp, "get_all_start_methods", lambda: methods)
+    assert naive.fork_is_safe() is safe
+
+
+def test_measure_run_reports_a_failure_in_the_spawned_process(monkeypatch):
+    monkeypatch.setattr(naive, "fork_is_safe", lambda: False)
+    broken = _notebook_function("def broken(frame):\n    raise ValueError('no state')\n", "broken")
+    with pytest.raises(RuntimeError, match="no state"):
+        naive.measure_run(10, preprocess=broken, learn_every=0, record_every=5)
+
+
 def test_count_predict_calls_is_two_per_sampled_transition():
     assert naive.count_predict_calls(32) == 64
     assert naive.count_predict_calls(4) == 8

@@ -44,7 +44,9 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import multiprocessing as mp
 import random
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -55,7 +57,7 @@ from torch import nn
 
 from dqn_course.contracts import Count, Probability, check_module
 from dqn_course.lab.frames import blog_preprocess
-from dqn_course.profiling import rss_bytes
+from dqn_course.profiling import measure_in_subprocess, rss_bytes
 from dqn_course.replay import NaiveDequeMemory, held_bytes, root_buffer
 
 RAW_FRAME_SHAPE = (210, 160, 3)
@@ -64,7 +66,7 @@ FRAMES = ("blog", "raw")
 
 __all__ = [
     "RAW_FRAME_SHAPE", "BLOG_FRAME_SHAPE", "preprocess", "root_buffer", "held_bytes", "BlogCNN", "NaiveAgent",
-    "run", "count_predict_calls", "fill_free_refill", "hold_env_frames",
+    "run", "fork_is_safe", "measure_run", "count_predict_calls", "fill_free_refill", "hold_env_frames",
 ]
 
 
@@ -206,7 +208,7 @@ def run(steps: int = 2000, *, frames: str = "blog", copy_states: bool = False, l
     loop allocates) and the seconds since the loop started. ``learn_every=0`` turns learning off.
     A lost life gives reward -1; ``done`` is the game's end, as in the blog. ``preprocess`` replaces the blog's
     preprocessing (``frames="blog"`` only; it must return the 105x80x1 uint8 state): notebook 01 runs the
-    learner's fixed one this way, in a forked process (``measure_in_subprocess(..., start_method="fork")``).
+    learner's fixed one this way, in a new process (``measure_run``).
 
     Returns a dict of plain lists and numbers (picklable, JSON-able): ``step``, ``rss``,
     ``traced``, ``seconds``, the replay count and time, the memory's length, its ``nbytes`` and ``held``
@@ -267,6 +269,44 @@ def run(steps: int = 2000, *, frames: str = "blog", copy_states: bool = False, l
         state_shape=list(agent.state_shape), torch_threads=torch.get_num_threads(), started_unix=started_unix,
     )
     return out
+
+
+def fork_is_safe() -> bool:
+    """Whether a new process may start as a fork (a copy of this one) here: on Linux only.
+
+    Windows has no fork. macOS offers it, but a forked child of a process whose system libraries run threads (a
+    notebook's kernel, torch) can crash, which is why Python starts processes there with "spawn" since 3.8.
+    """
+    return sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods()
+
+
+def _run_unpickled(pickled_preprocess: bytes, steps: int, kwargs: dict) -> dict:
+    """``run`` with a preprocessing function sent by value (cloudpickle): what a fresh interpreter executes."""
+    import pickle
+
+    return run(steps, preprocess=pickle.loads(pickled_preprocess), **kwargs)
+
+
+def measure_run(steps: int, *, preprocess: Callable[[np.ndarray], np.ndarray] | None = None,
+                timeout: float | None = 600, **kwargs) -> tuple[dict, str]:
+    """``run(steps, preprocess=preprocess, **kwargs)`` in a new process: its readings, and how the process started.
+
+    ``preprocess`` may be defined in a notebook cell, which a brand-new interpreter cannot import by name. Where
+    ``fork_is_safe()``, the process is a fork of this one ("fork"): it has the function already, and starts with this
+    process's memory, so compare its RSS growth with another run made the same way, not with a fresh process's.
+    Elsewhere (macOS, Windows) it is a fresh interpreter ("spawn") that receives the function by value, pickled with
+    cloudpickle (which gymnasium installs); the function must then be picklable that way (a function defined in a
+    cell is). Raises ``RuntimeError`` when the run fails in the new process and ``TimeoutError`` past ``timeout`` s.
+    """
+    if fork_is_safe():
+        measured = measure_in_subprocess(run, steps, preprocess=preprocess, timeout=timeout, start_method="fork",
+                                         **kwargs)
+        return measured.result, "fork"
+    import cloudpickle
+
+    measured = measure_in_subprocess(_run_unpickled, cloudpickle.dumps(preprocess), steps, kwargs, timeout=timeout,
+                                     start_method="spawn")
+    return measured.result, "spawn"
 
 
 def count_predict_calls(batch_size: Count = 32, seed: int = 0) -> int:
