@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError
@@ -27,6 +27,16 @@ from dqn_course.distributed.placement import (actor_status, check_cluster_fits, 
                                               learner_gpus, report, wait_started)
 from dqn_course.distributed.roles import Evaluator, Learner, ParameterServer, ReplayServer, RolloutWorker
 from dqn_course.distributed.session import RaySession
+
+
+@runtime_checkable
+class _RateLimiting(Protocol):
+    """What ``run`` asks of a rate limiter (notebook 10's exercise): yes or no, on the counts so far, to one more
+    transition stored (``may_insert``) and to one more transition drawn for a batch (``may_sample``)."""
+
+    def may_insert(self, inserted: int, sampled: int) -> bool: ...
+
+    def may_sample(self, inserted: int, sampled: int) -> bool: ...
 
 
 @dataclass
@@ -41,7 +51,7 @@ class Progress:
 
 
 def run(cfg: DistConfig, address: str | None = None, callback: Callable[[Progress], None] | None = None,
-        rate_limiter: Any = None) -> dict:
+        rate_limiter: _RateLimiting | None = None) -> dict:
     """Train with ``cfg`` on Ray; returns a summary (rates over the learning window, worker events, returns).
 
     Uses the Ray session this process already has (a notebook's, a test's; ``address`` is then not used)
@@ -185,7 +195,7 @@ class _Gate:
     round, so neither side goes on a count the other has not reached. With nothing in flight the counts are exact.
     """
 
-    limiter: Any
+    limiter: _RateLimiting | None
     cfg: DistConfig
 
     def may_collect(self, tally: _Tally, chunks_in_flight: int) -> bool:
@@ -204,7 +214,7 @@ class _Gate:
 
 
 def _event_loop(cfg: DistConfig, started: _Started, callback: Callable[[Progress], None] | None,
-                t_start: float, rate_limiter: Any = None) -> _Tally:
+                t_start: float, rate_limiter: _RateLimiting | None = None) -> _Tally:
     """Keep every worker collecting and the learner training until the run is done, each call started when
     ``rate_limiter`` lets it (``_Gate``); then wait for the calls in flight. After each result ``callback`` gets
     the progress; a silence of ``cfg.pending_report_seconds`` is reported on stderr with where each awaited actor
