@@ -171,6 +171,27 @@ def test_session_command_starts_then_resumes(tmp_path):
     assert colab.latest_step(run) == 200 and not colab.finished(run, 700) and colab.finished(run, 200)
 
 
+def test_session_command_resumes_from_the_file_a_function_chooses(tmp_path):
+    run = tmp_path / "runs" / "quick"
+    run.mkdir(parents=True)
+    (run / "state-0000000200.ckpt").write_bytes(b"")
+    chosen = colab.session_command("quick", "runs/quick", 90, cwd=tmp_path,
+                                   resume_from=lambda folder: folder / "state-0000000200.ckpt")
+    assert chosen[-2:] == ["--resume", os.path.join("runs", "quick", "state-0000000200.ckpt")]
+    assert "--resume" not in colab.session_command("quick", "runs/quick", 90, cwd=tmp_path, resume_from=lambda f: None)
+
+
+def test_kill_session_kills_once_the_games_are_logged_and_reports_what_is_left(tmp_path):
+    # a stand-in session: logs a game every 0.2 s and would run for a minute
+    script = ("import pathlib, sys, time; out = pathlib.Path(sys.argv[2]); out.mkdir(); log = out / 'log.csv'\n"
+              "log.write_text('step,episode_return\\n')\n"
+              "for i in range(300):\n    time.sleep(0.2)\n"
+              "    with log.open('a') as f: f.write(f'{(i + 1) * 100},0.0\\n')")
+    left = colab.kill_session([sys.executable, "-c", script, "--out-dir", "run"], tmp_path, games=3)
+    assert left["games"] in (3, 4) and left["last_game_step"] == 100 * left["games"]
+    assert left["states"] == [] and left["seconds"] < 30
+
+
 @pytest.mark.parametrize("limit, words", [(0, "time_limit must be > 0"), (-5, "time_limit must be > 0"),
                                           (float("nan"), "time_limit must be a finite number")])
 def test_a_session_without_a_positive_time_limit_is_refused(tmp_path, limit, words):

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, check_module
 from dqn_course.checkpoint import checkpoint_step, list_checkpoints
 from dqn_course.lab.playback import plot_run
 
@@ -39,14 +41,18 @@ def finished(run_dir: str | Path, total_steps: int) -> bool:
 
 
 def session_command(preset: str, run_dir: str | Path, time_limit: float, *, cwd: str | Path = ".",
-                    replay_storage: str = "lz4", **overrides) -> list[str]:
+                    replay_storage: str = "lz4", resume_from: Callable[[Path], str | Path | None] | None = None,
+                    **overrides) -> list[str]:
     """The command of one session: ``python -m dqn_course.train`` with ``--preset``, ``--out-dir run_dir``,
     ``--time-limit`` (minutes), ``--replay-storage`` and ``--resume run_dir`` when it holds a checkpoint.
 
     A relative ``run_dir`` is taken from ``cwd``, the folder the command will run in. ``overrides`` are further
     ``Config`` fields (``total_steps=1500``), passed as ``--total-steps 1500``; every session of one run must give
-    the same ones. Raises ``ValueError`` for a time limit that is not positive: a session without one runs until
-    the runtime dies, and loses the steps since its last checkpoint.
+    the same ones. ``resume_from``, when given, chooses the state file to carry on from (notebook 07b's exercise):
+    called with the run folder (``cwd / run_dir``), it returns a path, and ``--resume`` names that file (relative to
+    ``cwd``), or None for a new run; without it, ``--resume`` names the folder, whose newest state the run reads.
+    Raises ``ValueError`` for a time limit that is not positive: a session without one runs until the runtime dies,
+    and loses the steps since its last checkpoint.
     """
     if not time_limit > 0:
         raise ValueError(f"time_limit must be > 0 minutes (a session must stop itself before Colab does), "
@@ -55,9 +61,43 @@ def session_command(preset: str, run_dir: str | Path, time_limit: float, *, cwd:
                "--time-limit", f"{time_limit:g}", "--replay-storage", replay_storage]
     for name, value in overrides.items():
         command += ["--" + name.replace("_", "-"), str(value).lower() if isinstance(value, bool) else str(value)]
-    if latest_step(Path(cwd) / run_dir) is not None:
+    if resume_from is not None:
+        chosen = resume_from(Path(cwd) / run_dir)
+        if chosen is not None:
+            command += ["--resume", os.path.relpath(chosen, cwd)]
+    elif latest_step(Path(cwd) / run_dir) is not None:
         command += ["--resume", str(run_dir)]
     return command
+
+
+def kill_session(command: list[str], cwd: str | Path, games: Count, timeout: float = 60.0) -> dict:
+    """Run ``command`` in ``cwd`` without showing its output and SIGKILL it, as a lost runtime ends a session,
+    once its ``log.csv`` (in the ``--out-dir`` the command names) has logged ``games`` games, or after ``timeout``
+    seconds. Returns what the kill left: ``games`` logged, ``last_game_step`` (the step the last one ended at,
+    None without one), ``states`` (the state files' names) and ``seconds`` the session ran."""
+    import time
+
+    out = Path(cwd) / command[command.index("--out-dir") + 1]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while proc.poll() is None and time.perf_counter() - t0 < timeout and len(_game_steps(out)) < games:
+            time.sleep(0.1)
+    finally:
+        proc.kill()
+        proc.wait()
+    steps = _game_steps(out)
+    return {"games": len(steps), "last_game_step": steps[-1] if steps else None, "seconds": time.perf_counter() - t0,
+            "states": [p.name for p in list_checkpoints(out)] if out.is_dir() else []}
+
+
+def _game_steps(run_dir: Path) -> list[int]:
+    """The steps at which the games logged in ``run_dir/log.csv`` ended (none while it does not exist)."""
+    try:
+        lines = (run_dir / "log.csv").read_text().splitlines()[1:]
+    except OSError:
+        return []
+    return [int(float(line.split(",", 1)[0])) for line in lines if "," in line]  # a line being written may lack one
 
 
 def run_session(command: list[str], cwd: str | Path = ".") -> int:
