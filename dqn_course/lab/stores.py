@@ -69,6 +69,41 @@ def filesystem_type(path: str | Path) -> str | None:
     return kind
 
 
+_NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "9p", "ceph", "glusterfs", "lustre", "fuse.sshfs")
+
+
+def describe_disk(path: str | Path) -> str:
+    """What the kernel says about the storage under ``path``, in words: filesystem type, block device, its driver
+    and its rotational flag (``/sys/block/<disk>/queue/rotational``: 1 for a spinning disk).
+
+    Cold-read timings depend on it, so they are shown beside it. Nothing is guessed: a RAM filesystem or a network
+    one is named as such, a virtual machine's disk (virtio, Xen) is said to hide the host's device (its flag is
+    the driver's default, not the hardware's), and whatever cannot be read is said to be unknown.
+    """
+    kind = filesystem_type(path) or "unknown filesystem"
+    if kind in ("tmpfs", "ramfs"):
+        return f"{kind}: a filesystem held in RAM, no device under it"
+    if kind in _NETWORK_FILESYSTEMS:
+        return f"{kind}: a network filesystem, every read that misses the cache crosses the network"
+    st_dev = os.stat(path).st_dev
+    entry = Path(f"/sys/dev/block/{os.major(st_dev)}:{os.minor(st_dev)}")
+    try:
+        device = entry.resolve(strict=True)
+    except OSError:
+        return f"{kind} on a device the kernel does not list as a block device (an overlay or a container's layer)"
+    disk = device if (device / "queue").is_dir() else device.parent  # a partition's queue is its disk's
+    try:
+        rotational = (disk / "queue" / "rotational").read_text().strip()
+        driver = (disk / "device" / "driver").resolve(strict=True).name
+    except OSError:
+        return f"{kind} on {device.name}, a device whose kind the kernel does not say"
+    if driver.startswith(("virtio", "xen")):
+        return (f"{kind} on {device.name}, a virtual machine's disk ({driver}): the host's device behind it, SSD, HDD "
+                f"or network storage, is unknown here (its rotational flag, {rotational}, is the driver's default)")
+    spins = "1: a spinning disk (HDD)" if rotational == "1" else "0: not spinning (an SSD)"
+    return f"{kind} on {device.name} ({driver}), rotational flag {spins}"
+
+
 def can_drop_page_cache(path: str | Path, frames: int = 64) -> tuple[bool, str]:
     """Whether a cold read can really be measured in directory ``path``: (True or False, why, in words).
 

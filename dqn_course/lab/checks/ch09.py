@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from dqn_course.contracts import check_module
-from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _check_number,
+from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner,
     _not_answered_yet, _passed, _require_learners_code)
 
 
@@ -139,48 +139,6 @@ def check_compressed_slot(compress: Any, decompress: Any) -> bool | None:
             f"garbage; refuse any other dtype with a TypeError or ValueError (notebook 03; {_SLOT})")
     return _passed(f"frames come back bit for bit, as uint8 of the shape asked for; a Breakout-like stack of "
                    f"{stack.nbytes:,} bytes shrinks to {len(payload):,}; float32 and int64 stacks are refused")
-
-
-def check_min_compression_ratio(answer: Any) -> bool | None:
-    """Notebook 09: the smallest compression ratio (84x84 frame bytes / payload bytes) at which a 1M-slot
-    ``FrameSharingMemory(storage="lz4")`` fits in 1 GB = 10^9 bytes.
-
-    Each slot costs its payload plus 16 B of bookkeeping, an 8 B list slot and a 33 B ``bytes`` header
-    (64-bit CPython), so the payload may be 1,000 - 57 = 943 B: ratio 7,056 / 943 ≈ 7.48.
-    """
-    frame, per_slot = 84 * 84, 1e9 / 1e6
-    o = _slot_overheads()
-    overhead = sum(o.values())
-    expected = frame / (per_slot - overhead)
-    return _check_number(
-        answer, expected, todo="set `min_ratio` to the smallest compression ratio",
-        should="min_ratio should be a number (frame bytes / payload bytes)",
-        right=(f"{expected:.2f}x: 10^9 B / 10^6 slots = {per_slot:,.0f} B a slot, minus {overhead} B of overhead "
-               f"({o['bookkeeping']} bookkeeping + {o['list_slot']} list slot + {o['bytes_header']} bytes header) "
-               f"leaves {per_slot - overhead:,.0f} B for the payload: {frame:,} / {per_slot - overhead:,.0f}"),
-        hints=[
-            (frame / per_slot, "each slot also pays for bookkeeping, a list slot and the payload's bytes header: "
-                               "subtract them from the 1,000 B first (section 2 prints all three)"),
-            (frame / (per_slot - o["bookkeeping"]), "the payload is a Python bytes object (with a header) held in "
-                                                    "a list (one pointer a slot): subtract those too (section 2)"),
-            (frame / (per_slot - o["list_slot"] - o["bytes_header"]), "the ring's bookkeeping arrays (action, "
-                                                                       "reward, flags, id) cost 16 B a slot as well "
-                                                                       "(section 2)"),
-            (frame / (per_slot - o["bookkeeping"] - o["list_slot"]), "a bytes object carries a 33 B header "
-                                                                     "(what sys.getsizeof reports when empty; "
-                                                                     "section 2)"),
-            (frame / (per_slot - o["bookkeeping"] - o["bytes_header"]), "the list holds one 8 B pointer per slot "
-                                                                        "(section 2)"),
-            (frame / (2**30 / 1e6 - overhead), "1 GB here is 10^9 bytes, not 2^30, as the exercise of section 2 says"),
-            ((per_slot - overhead) / frame, "the ratio is frame bytes over payload bytes (greater than 1), as in "
-                                            "section 1's table"),
-            (per_slot - overhead, "that is the payload budget in bytes; the ratio is 7,056 divided by it (section 1's "
-                                  "ratio)"),
-        ],
-        otherwise=("the compression must bring a frame down to what a slot has left for its payload once every "
-                   "per-slot overhead printed above is paid (section 2, and its drawing of one slot): the ratio is "
-                   "the frame's bytes over that budget"),
-        close=lambda a, b: abs(a - b) <= 0.005 * abs(b), show=",.4g")
 
 
 def check_checkpoint_to_resume(checkpoint_to_resume: Any) -> bool | None:
