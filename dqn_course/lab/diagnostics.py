@@ -129,7 +129,8 @@ def plot_diagnostics(runs: dict[str, str | Path | dict], title: str = "", window
                      max_step: int | None = None):
     """A ``matplotlib.figure.Figure`` of what ``log.csv`` records, against the agent step, one line per run (label ->
     run folder or ``train.train`` summary): score, TD loss, mean max-Q, gradient norm before clipping, ε and the
-    replay's fill (RSS on a second axis). Score, loss, max-Q and gradient norm are smoothed over ``window`` games.
+    replay's fill (RSS on a second axis, from 0 and below the line of a full replay, so that line hides none of
+    it). Score, loss, max-Q and gradient norm are smoothed over ``window`` games.
     A run whose log lacks a column (one recorded before it was logged) is left out of that panel. ``max_step``: only
     the games logged up to that step (a long run drawn beside short ones)."""
     from matplotlib.figure import Figure
@@ -154,6 +155,10 @@ def plot_diagnostics(runs: dict[str, str | Path | dict], title: str = "", window
             if rss is not None and "rss_mb" in log:
                 rss.plot(steps, log["rss_mb"] * MiB / GB, color=color, linestyle=":", alpha=0.7)  # column in MiB
                 rss.set_ylabel("RSS (GB, dotted)")
+        top = max((float(np.max(log["rss_mb"][np.isfinite(log["rss_mb"])], initial=0)) for log in logs.values()
+                   if "rss_mb" in log), default=0)
+        if rss is not None and top > 0:  # from 0, its top at 60% of the panel: clear of a full replay's line
+            rss.set_ylim(0, top * MiB / GB / 0.6)
         ax.set_title(label + (f" ({window}-game mean)" if column in SMOOTHED else ""), fontsize=9)
         ax.set_xlabel("agent step")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k" if x else "0"))
