@@ -436,7 +436,7 @@ def test_06b_quotes_the_blog_agent_from_notebook_01s_record(tmp_path, monkeypatc
     with pytest.raises(figures.FigureMissing, match="01_naive_agent"):
         exec(source, {"figures": figures})
     (tmp_path / "01_naive_agent.json").write_text(json.dumps({
-        "figures": {"blog_bytes_per_step": 38_635}, "written": "2026-01-02T03:04:05+00:00",
+        "figures": {"blog_no_learning_bytes_per_step": 38_635}, "written": "2026-01-02T03:04:05+00:00",
         "machine": {"cpu": "Test CPU", "cores": 2, "ram_gib": 8.0}}), encoding="utf-8")
     namespace = {"figures": figures}
     exec(source, namespace)

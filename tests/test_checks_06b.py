@@ -164,8 +164,42 @@ def test_a_fill_refuses_counts_below_one(tmp_path):
 
 
 def test_the_blog_figure_the_prediction_reads_is_recorded():
-    """The answer cell divides notebook 01's recorded figure by the bottom rung's: the record must hold it."""
-    assert figures.load("01_naive_agent")["figures"]["blog_bytes_per_step"] > 33_600
+    """The answer cell divides notebook 01's recorded figure without learning by the bottom rung's: the record must
+    hold it."""
+    assert figures.load("01_naive_agent")["figures"]["blog_no_learning_bytes_per_step"] > 33_600
+
+
+def test_what_a_rung_keeps_beside_its_pixels_is_counted_by_part():
+    """Section 2's second table: a deque row's list, scalars, headers and pointer; a ring slot's bookkeeping by the
+    itemsizes of its per-slot arrays (notebook 04's 16 bytes for the bottom rung)."""
+    copies = ladder.beside_pixels(ladder.STAGES_BY_NAME["gray_uint8_copies"])
+    shared = ladder.beside_pixels(ladder.STAGES_BY_NAME["gray_uint8_shared"])
+    assert set(copies) == {"list+scalars", "headers", "pointer"} and copies["pointer"] == 8
+    assert copies["list+scalars"] == shared["list+scalars"] > 100
+    assert copies["headers"] == 2 * shared["headers"] > 0  # copies add two arrays per row, a shared next state one
+    assert ladder.beside_pixels(ladder.STAGES_BY_NAME["frame_sharing"]) == {"bookkeeping": 16}
+    assert ladder.beside_pixels(ladder.STAGES_BY_NAME["folded_ring"]) == {"bookkeeping": 1 + 4 + 1 + 8}
+
+
+def test_a_rung_measured_after_freeing_grows_by_what_it_keeps():
+    """measure_stage hands back what playing the frames freed before it reads RSS (the page's *How*): its growth
+    meets the memory's own count (``nbytes``: pixels, lists, scalars, headers)."""
+    m = measure_in_subprocess(ladder.measure_stage, "gray_uint8_copies", 300, with_tracemalloc=False, timeout=300)
+    row = m.result
+    assert row["transitions"] == 300 and row["counted_bytes"] > 300 * 56_448
+    assert row["rss_growth"] == pytest.approx(row["counted_bytes"], rel=0.03)
+
+
+def test_the_table_counts_and_shows_traced_only_when_measured():
+    row = {"label": "x", "bytes_per_transition": 7_100.0, "arithmetic_bytes": 7_056, "counted_bytes_per_transition":
+           7_072.0, "measured_over_counted": 1.004, "transitions": 1_999, "gb_per_million": 7.1,
+           "fits_1m_in_ram": True, "max_transitions_in_ram": None, "available_ram_bytes": 8 * 10**9,
+           "traced_bytes_per_transition": None}
+    plain = ladder.format_table([row])
+    assert "traced" not in plain and "counted" in plain and "7,072" in plain
+    assert "traced" in ladder.format_table([{**row, "traced_bytes_per_transition": 7_080.0}])
+    assert max(len(line) for line in plain.splitlines()) <= 120
+    assert isinstance(ladder.return_freed_memory(), bool)
 
 
 def test_solution_cell_passes_its_checks():

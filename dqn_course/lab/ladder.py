@@ -2,10 +2,14 @@
 
 Each stage fills one memory with real frames in a *fresh* process (``measure_in_subprocess``), so no
 earlier measurement's freed-but-kept memory hides growth. Inside that process the source frames are
-played first; RSS is read right before the memory is created and right after it is full, so only
-what the memory keeps is counted. Preallocated rings are filled completely (every page written),
-since their untouched pages cost no RSS yet. A second fill under ``tracemalloc`` cross-checks the
-figure (it counts what numpy and Python *allocated*, pages touched or not).
+played first, which frees memory too (the emulator's temporaries); that memory is handed back to the
+operating system (``return_freed_memory``) before RSS is read, so the fill's reuse of it costs RSS again.
+RSS is read right before the memory is created and right after it is full, so only what the memory
+keeps is counted. Preallocated rings are filled completely (every page written), since their
+untouched pages cost no RSS yet. Beside RSS, each row counts what the memory keeps (``memory.nbytes``:
+a ring's arrays, from their itemsize; a deque's rows, lists, scalars and array headers, from
+``sys.getsizeof``). A second fill under ``tracemalloc`` can cross-check the figure (it counts what numpy
+and Python *allocated*, pages touched or not).
 
 Used by ``benchmarks/memory_ladder.py`` and notebook 06b (the ladder figure, via ``ladder_plots``)::
 
@@ -98,15 +102,73 @@ def _fill(stage: Stage, pool: FramePool, capacity: int) -> ReplayMemory:
     return memory
 
 
+def return_freed_memory() -> bool:
+    """Hand the memory this process freed back to the operating system (glibc's ``malloc_trim(0)``), so that a
+    later allocation that reuses it writes fresh pages and shows as RSS growth. Why: the C allocator keeps freed
+    blocks, still resident, for reuse, and a fill placed in them would grow RSS by less than it keeps. Returns
+    False where there is no glibc (macOS, Windows, musl): nothing is handed back there."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim(0)
+    return True
+
+
+def beside_pixels(stage: Stage) -> dict[str, int]:
+    """What one transition of ``stage`` keeps beside its pixels, by its parts, in bytes: for a deque rung its row's
+    list and scalars (``"list+scalars"``), the headers of the arrays the row adds (``"headers"``), both by
+    ``sys.getsizeof``, and the row's pointer in the deque (``"pointer"``); for a ring its slot's ``"bookkeeping"``
+    (the itemsizes of its per-slot arrays). Counted on a memory of a few
+    zero frames, so it holds on any machine with this Python and numpy; the *counted* column of ``format_table``
+    counts the same on the whole filled memory (``nbytes``)."""
+    import struct
+    import sys
+
+    k = stage.stack + 4  # a ring needs at least stack + 1 slots
+    memory = _make_memory(stage, k)
+    shape, dtype = (stage.stack, *(RAW_FRAME if stage.raw else GRAY_FRAME)), np.dtype(stage.dtype)
+    state = np.zeros(shape, dtype)
+    for i in range(k):
+        next_state = np.zeros(shape, dtype)
+        memory.add(state, i % 4, 0.0, next_state, False)
+        state = next_state  # as a game hands it on: the next transition's state is this one's next state
+    if stage.memory != "naive":
+        return {"bookkeeping": memory.nbytes // memory.capacity - stage.arithmetic_bytes}
+    row = memory.memory[-1]
+    arrays = (row[0], row[3]) if stage.copy_states else (row[3],)  # shared: s is the row before's s'
+    return {"list+scalars": sys.getsizeof(row) + sum(sys.getsizeof(x) for x in (row[1], row[2], *row[4:])),
+            "headers": sum(sys.getsizeof(a) - a.nbytes for a in arrays), "pointer": struct.calcsize("P")}
+
+
+def _anon_huge_bytes() -> int | None:
+    """Bytes of this process's memory in transparent huge pages (Linux's ``AnonHugePages``), or None elsewhere."""
+    try:
+        with open("/proc/self/smaps_rollup", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("AnonHugePages:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def measure_stage(name: str, capacity: Count, pool_frames: Count = 3_000, with_tracemalloc: bool = True,
                   seed: int = 0) -> dict:
-    """Runs in the fresh child: play the source frames, then RSS (and tracemalloc) growth of one fill."""
+    """Runs in the fresh child: play the source frames, hand back what that freed, then the RSS growth of one
+    fill, what the memory keeps by its own count (``nbytes``) and, optionally, what tracemalloc saw allocated."""
     stage = STAGES_BY_NAME[name]
     pool = play_frames(min(pool_frames, capacity + 1), raw=stage.raw, seed=seed)
     gc.collect()
-    before = rss_bytes()
+    return_freed_memory()  # playing freed memory; kept by the allocator, the fill would reuse it without RSS growth
+    before, huge_before = rss_bytes(), _anon_huge_bytes()
     memory = _fill(stage, pool, capacity)
-    rss_growth, stored = rss_bytes() - before, len(memory)
+    rss_growth, stored, counted = rss_bytes() - before, len(memory), memory.nbytes
+    huge = None if huge_before is None else _anon_huge_bytes() - huge_before
     traced = None
     if with_tracemalloc:  # second fill in the same process: tracemalloc counts allocations, not reused pages
         del memory
@@ -114,7 +176,8 @@ def measure_stage(name: str, capacity: Count, pool_frames: Count = 3_000, with_t
         with TraceMalloc() as tm:
             memory = _fill(stage, pool, capacity)
         traced = tm.current
-    return {"rss_growth": rss_growth, "transitions": stored, "traced_bytes": traced}
+    return {"rss_growth": rss_growth, "transitions": stored, "counted_bytes": counted, "huge_page_growth": huge,
+            "traced_bytes": traced}
 
 
 def _row(stage: Stage, capacity: int, m: dict, seconds: float, available: int) -> dict:
@@ -132,6 +195,9 @@ def _row(stage: Stage, capacity: int, m: dict, seconds: float, available: int) -
         "traced_bytes_per_transition": traced,
         "arithmetic_bytes": stage.arithmetic_bytes,
         "measured_over_arithmetic": round(per / stage.arithmetic_bytes, 3),
+        "counted_bytes_per_transition": round(m["counted_bytes"] / m["transitions"], 1),
+        "measured_over_counted": round(m["rss_growth"] / m["counted_bytes"], 3),
+        "huge_page_growth_bytes": m["huge_page_growth"],
         "gb_per_million": round(per * MILLION / 1e9, 2),
         "fits_1m_in_ram": fit.fits,
         "max_transitions_in_ram": fit.max_items,
@@ -166,16 +232,20 @@ def run_ladder(transitions_per_stage: int | None = None, stages: Iterable[Stage]
 
 
 def format_table(rows: list[dict]) -> str:
-    """The ladder as a fixed-width text table (benchmark output and README)."""
-    head = (f"{'stage':<38} {'measured B/tr':>13} {'traced B/tr':>12} {'expected':>9} {'meas/exp':>8} "
-            f"{'n':>7} {'1M trans.':>10}  fits 1M here?")
+    """The ladder as a fixed-width text table (benchmark output and README). The *traced* column appears only when
+    some row was cross-checked by tracemalloc; *pixels* is the arithmetic, *counted* what the memory keeps."""
+    traced_on = any(r.get("traced_bytes_per_transition") is not None for r in rows)
+    traced_head = f" {'traced B/tr':>12}" if traced_on else ""
+    head = (f"{'stage':<36} {'measured B/tr':>13}{traced_head} {'pixels':>8} {'counted':>8} {'meas/cnt':>8} "
+            f"{'n':>6} {'1M trans.':>10}  fits 1M here?")
     lines = [head, "-" * len(head)]
     for r in rows:
-        traced = "-" if r["traced_bytes_per_transition"] is None else f"{r['traced_bytes_per_transition']:,.0f}"
+        traced = r.get("traced_bytes_per_transition")
+        traced = (" " + (f"{'-':>12}" if traced is None else f"{traced:>12,.0f}")) if traced_on else ""
         fits = "yes" if r["fits_1m_in_ram"] else f"no (max ~{r['max_transitions_in_ram']:,})"
-        lines.append(f"{r['label']:<38} {r['bytes_per_transition']:>13,.0f} {traced:>12} "
-                     f"{r['arithmetic_bytes']:>9,} {r['measured_over_arithmetic']:>8.3f} {r['transitions']:>7,} "
-                     f"{r['gb_per_million']:>7,.1f} GB  {fits}")
+        lines.append(f"{r['label']:<36} {r['bytes_per_transition']:>13,.0f}{traced} {r['arithmetic_bytes']:>8,} "
+                     f"{r['counted_bytes_per_transition']:>8,.0f} {r['measured_over_counted']:>8.3f} "
+                     f"{r['transitions']:>6,} {r['gb_per_million']:>7,.1f} GB  {fits}")
     if rows:
         available = format_bytes(rows[0]["available_ram_bytes"])
         lines.append(f"(fits: 1M x measured bytes <= {RAM_FRACTION:.0%} of the {available} available when measured; "

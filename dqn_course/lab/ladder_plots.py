@@ -36,10 +36,12 @@ def course_order(rows: list[dict]) -> list[dict]:
 
 
 def plot_course_ladder(rows: list[dict], blog_bytes: float | None = None):
-    """Bars of measured bytes per transition, top rung first; "N x less" is relative to the top rung.
+    """Bars of measured bytes per transition, top rung first, each labelled with the notebook that introduced it;
+    "N x less" is relative to the top rung. Ticks mark what each memory keeps, counted (``counted_bytes_per_transition``
+    when the rows have it, else the pixels' arithmetic).
 
-    ``blog_bytes`` (notebook 01's measured agent, bytes per step) is drawn as a marked point.
-    Returns a ``matplotlib.figure.Figure``.
+    ``blog_bytes`` (notebook 01's measured agent without learning, bytes per step) is drawn as a marked point, with
+    the ratio it is labelled with written out (top rung / blog agent). Returns a ``matplotlib.figure.Figure``.
     """
     from matplotlib.figure import Figure
 
@@ -50,8 +52,10 @@ def plot_course_ladder(rows: list[dict], blog_bytes: float | None = None):
     y = np.arange(len(rungs))[::-1] + 1.0
     measured = [r["bytes_per_transition"] for r in rungs]
     ax.barh(y, measured, color="tab:blue", alpha=0.8, label="measured (RSS growth in a fresh process)")
-    ax.scatter([r["arithmetic_bytes"] for r in rungs], y, marker="|", s=400, color="black", zorder=3,
-               label="expected (arithmetic)")
+    counted = all("counted_bytes_per_transition" in r for r in rungs)
+    ax.scatter([r["counted_bytes_per_transition" if counted else "arithmetic_bytes"] for r in rungs], y, marker="|",
+               s=400, color="black", zorder=3,
+               label="expected: what the memory keeps, counted" if counted else "expected (pixels' arithmetic)")
     for yi, r in zip(y, rungs):
         ratio = top / r["bytes_per_transition"]
         note = "top rung" if r is rungs[0] else f"{_times(ratio)} less than the top"
@@ -60,15 +64,16 @@ def plot_course_ladder(rows: list[dict], blog_bytes: float | None = None):
     labels = [f"{r['notebook']}: {r['label']}" for r in rungs]
     if blog_bytes:
         ax.scatter([blog_bytes], [0.0], marker="*", s=260, color="tab:orange", zorder=4,
-                   label="notebook 01's blog agent, measured (RSS per step)")
-        ax.text(blog_bytes * 1.25, 0.0, f"{_times(top / blog_bytes)} less than the top", va="center", fontsize=8)
+                   label="notebook 01's blog agent without learning, measured (RSS growth per step)")
+        ax.text(blog_bytes * 1.25, 0.0, f"top rung / blog agent = {top:,.0f} / {blog_bytes:,.0f} B = "
+                f"{_times(top / blog_bytes)} less than the top", va="center", fontsize=8)
         ax.set_yticks([*y, 0.0], [*labels, "01: the blog agent (measured)"])
     else:
         ax.set_yticks(y, labels)
     ax.set_xscale("log")
     ax.set_xlim(min(measured) / 3, top * 12)
     ax.set_xlabel("bytes per transition (log scale)")
-    ax.set_title("The memory ladder, one rung down per notebook")
+    ax.set_title("Replay memory per transition, each rung labelled with the notebook that introduced it")
     fig.legend(loc="outside lower center", ncols=3, fontsize=8)
     return fig
 
