@@ -4,7 +4,6 @@ from __future__ import annotations
 import functools
 import json
 import mmap
-import os
 import re
 import sys
 import tracemalloc
@@ -111,7 +110,7 @@ def _measuring_cell_namespace(steps: int) -> dict:
     namespace = {"np": np, "naive": naive, "measure_in_subprocess": measure_in_subprocess, "fit_linear": fit_linear,
                  "STEPS": steps, "MILLION": 1_000_000, "common": {"record_every": steps // 10, "batch_size": 32}}
     exec(fit_def, namespace)  # noqa: S102
-    measuring = next(s for s in sources if "start_method=\"fork\"" in s)
+    measuring = next(s for s in sources if "naive.measure_run(" in s)
     return namespace, measuring
 
 
@@ -120,19 +119,6 @@ def test_notebook_01_measuring_cell_says_not_answered_yet(capsys):
     namespace["own_preprocess"] = None
     exec(measuring, namespace)  # noqa: S102
     assert "Not answered yet" in capsys.readouterr().out
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="the re-measurement forks the kernel")
-def test_notebook_01_measuring_cell_runs_the_learners_fix_in_a_fork(capsys):
-    """The payoff: with the worked answer, a forked run of the agent grows by about the 8,400-byte state a step,
-    several times less than the blog's recipe in the same conditions."""
-    namespace, measuring = _measuring_cell_namespace(400)
-    namespace["own_preprocess"] = own_preprocess  # a function of this test module, which a spawned child could not
-    exec(measuring, namespace)  # noqa: S102
-    out = capsys.readouterr().out
-    assert "Not answered yet" not in out and "x less" in out
-    blog, own = (namespace["forked"][name] for name in namespace["forked"])
-    assert own["held"] / own["memory_len"] < 9_000 < 33_600 < blog["held"] / blog["memory_len"]
 
 
 def _notebook_function(source: str, name: str):
@@ -148,14 +134,31 @@ def own_preprocess(frame):
 """
 
 
-def test_measure_run_spawns_where_fork_is_unsafe(monkeypatch):
-    """macOS and Windows: no fork. The run starts as a fresh interpreter that gets the learner's function, defined in
-    a notebook cell, by value, and stores its states."""
+@pytest.mark.skipif(not naive.fork_is_safe(), reason="the re-measurement forks the kernel only where fork is safe")
+def test_notebook_01_measuring_cell_runs_the_learners_fix_in_a_fork(capsys):
+    """The payoff: with the worked answer, a forked run of the agent grows by about the 8,400-byte state a step,
+    several times less than the blog's recipe in the same conditions."""
+    namespace, measuring = _measuring_cell_namespace(400)
+    namespace["own_preprocess"] = _notebook_function(NOTEBOOK_OWN_PREPROCESS, "own_preprocess")
+    exec(measuring, namespace)  # noqa: S102
+    out = capsys.readouterr().out
+    assert "Not answered yet" not in out and "x less" in out and "started by fork" in out
+    blog, own = (namespace["remeasured"][name] for name in namespace["remeasured"])
+    assert own["held"] / own["memory_len"] < 9_000 < 33_600 < blog["held"] / blog["memory_len"]
+
+
+def test_notebook_01_measuring_cell_spawns_where_fork_is_unsafe(capsys, monkeypatch):
+    """macOS and Windows: no fork. The cell's runs start as fresh interpreters that get the learner's function, defined
+    in a notebook cell, by value, and still store its states."""
     monkeypatch.setattr(naive, "fork_is_safe", lambda: False)
-    fn = _notebook_function(NOTEBOOK_OWN_PREPROCESS, "own_preprocess")
-    run, started_by = naive.measure_run(100, preprocess=fn, learn_every=0, record_every=10)
-    assert started_by == "spawn" and run["memory_len"] == 100
-    assert run["held"] / run["memory_len"] < 8_400 * 1.1  # the 8,400-byte state and each row's list and scalars
+    namespace, measuring = _measuring_cell_namespace(100)
+    namespace["own_preprocess"] = _notebook_function(NOTEBOOK_OWN_PREPROCESS, "own_preprocess")
+    exec(measuring, namespace)  # noqa: S102
+    out = capsys.readouterr().out
+    assert "Not answered yet" not in out and "started by spawn" in out
+    blog, own = (namespace["remeasured"][name] for name in namespace["remeasured"])
+    # the 8,400-byte state and each row's list and scalars, over only 100 rows
+    assert own["held"] / own["memory_len"] < 8_400 * 1.1 < 33_600 < blog["held"] / blog["memory_len"]
 
 
 @pytest.mark.parametrize("platform, methods, safe", [
