@@ -385,11 +385,11 @@ def test_each_missing_piece_of_the_loop_is_named(gap, expected):
         checks.check_capstone_loop(learners_loop((gap, "pass")))
 
 
-def test_a_loop_that_ignores_the_schedule_is_told_eps_did_not_fall():
+def test_a_loop_that_ignores_the_schedule_is_told_to_ask_it():
     fixed_eps = learners_loop(("epsilon = epsilon_schedule(t, cfg.eps_start, cfg.eps_end, decay_steps)",
                                "epsilon = 0.5"))
-    with pytest.raises(AssertionError, match="ε did not fall"):
-        checks.check_capstone_loop(fixed_eps)
+    with pytest.raises(AssertionError, match="ask your schedule for ε at every step before acting"):
+        checks.check_capstone_loop(fixed_eps)  # caught first by the watched game: the schedule is never asked
 
 
 @pytest.mark.parametrize("plant, expected", [
@@ -484,3 +484,19 @@ def test_the_gallery_plots_a_labelled_run_beside_the_working_one_without_naming_
     assert max(first_panel.get_xdata()) <= 50_000  # the working run cut at the gallery's length
     with pytest.raises(ValueError, match="label"):
         capstone_gallery.plot_beside_working("D", data_dir=tmp_path)
+
+
+@pytest.mark.parametrize("plant, expected", [
+    (("if rng.random() < epsilon:", "if False:"), "at ε = 1 your loop took the online network's best action.*"
+                                                  "uniformly random action.*ε-greedy; section 4, step 2"),
+    (("if rng.random() < epsilon:", "if True:"), "at ε = 0 your loop took the online network's best action at only.*"
+                                                 "ε-greedy; section 4, step 2"),
+    (("batch.next_states, q, target, cfg.gamma", "batch.next_states, q, q, cfg.gamma"),
+     "TD target\\(s\\) came from a network with the online network's weights.*target network.*section 4, step 4"),
+], ids=["always greedy", "always random", "online network as target"])
+def test_a_loop_that_does_not_act_eps_greedily_or_bootstraps_from_the_online_network_is_told(plant, expected):
+    """Behaviour, not the log: the check watches the game the loop builds (its actions at ε = 1 and ε = 0 beside the
+    online network's best) and the networks the loop hands td_targets. The solution passes both
+    (test_a_learners_loop_passes_the_loop_check)."""
+    with pytest.raises(AssertionError, match=expected):
+        checks.check_capstone_loop(learners_loop(plant))

@@ -68,12 +68,14 @@ def check_capstone_loop(my_dqn) -> bool | None:
     Together they must log finished games with the updates' diagnostics and a falling ε, in growing steps, evaluate
     every ``eval_every`` steps and return the last step. Their saved states must show what learning needs
     (``_check_saved_state``): one optimizer step per update, a target network synced every ``target_sync_every``
-    steps (not at every step, not never), rewards in {-1, 0, 1} in the memory and a done for each lost life. The
-    loop must be the learner's: it may build with the
-    pieces section 2's table hands it (``capstone_pieces``), but the course's own loops (``capstone_solution.dqn_loop``,
-    ``train.train``), any def that calls them and any piece passed in its place are refused
-    (``_require_learners_code``). Raises ``AssertionError`` naming the first thing missing and the section of the
-    page that explains it.
+    steps (not at every step, not never), rewards in {-1, 0, 1} in the memory and a done for each lost life. Its
+    TD targets must come from the target network it syncs, not from the online one (``td_targets`` is watched).
+    Before those two calls, a short one on a fresh folder watches its game (``_check_epsilon_greedy``): where the
+    schedule gives ε = 1 its actions must be random, where it gives ε = 0 the online network's best. The loop must be
+    the learner's: it may build with the pieces section 2's table hands it (``capstone_pieces``), but the course's
+    own loops (``capstone_solution.dqn_loop``, ``train.train``), any def that calls them and any piece passed in its
+    place are refused (``_require_learners_code``). Raises ``AssertionError`` naming the first thing missing and the
+    section of the page that explains it.
     """
     if my_dqn is None:
         return _not_answered_yet("write my_dqn(cfg, folder, td_targets, td_loss, epsilon_schedule, minutes=None)")
@@ -103,6 +105,9 @@ def check_capstone_loop(my_dqn) -> bool | None:
     cfg = settings(quick=True)
     call = "my_dqn(cfg, folder, td_targets, td_loss, epsilon_schedule)"
     with tempfile.TemporaryDirectory(prefix="dqn-capstone-check-") as tmp:
+        acted = _check_epsilon_greedy(my_dqn, Path(tmp) / "eps-greedy", call)  # first: it needs no finished game
+        if acted is None:
+            return _not_answered_yet("my_dqn still returns None; run the loop, then return the last step")
         folder = Path(tmp) / "run"
         try:
             first = _call_learner(my_dqn, (cfg, folder, td_targets, td_loss, interrupted), call)
@@ -116,13 +121,17 @@ def check_capstone_loop(my_dqn) -> bool | None:
         before = rows(folder / "log.csv")
         saved = max(int(p.stem.split("-")[1]) for p in list_checkpoints(folder))
         at_stop, _, _ = latest_checkpoint(folder)  # the state the interruption saved: the networks at that step
-        updates = []
+        updates, from_online = [], []
 
         def counted_loss(q_values, actions, targets):
             updates.append(1)
             return td_loss(q_values, actions, targets)
 
-        last = _call_learner(my_dqn, (cfg, folder, td_targets, counted_loss, linear_epsilon), call + " again")
+        def watched_targets(rewards, dones, next_states, online, target, gamma, double=False):
+            from_online.append(target is online or _same_weights(online, target))
+            return td_targets(rewards, dones, next_states, online, target, gamma, double)
+
+        last = _call_learner(my_dqn, (cfg, folder, watched_targets, counted_loss, linear_epsilon), call + " again")
         assert last == cfg.total_steps, (
             f"called again after the interruption, my_dqn returned {last!r}: it should carry on to step "
             f"cfg.total_steps ({cfg.total_steps}) and return the last step (section 4)")
@@ -147,17 +156,116 @@ def check_capstone_loop(my_dqn) -> bool | None:
             f"ε did not fall over the run ({eps[0]} at the first game, {eps[-1]} at the last): act with the ε your "
             "schedule gives for the run's step, and log that ε (section 4, step 2)")
         _check_saved_state(cfg, at_stop, saved, *latest_checkpoint(folder)[:2], games=len(log))
+        assert from_online and not all(from_online), (  # after the saved states: the syncs and steps are right
+            f"after the resume, all {len(from_online)} TD target(s) came from a network with the online network's "
+            "weights: the targets come from the target network, the copy synced only every cfg.target_sync_every "
+            "steps, not from the network being trained (notebook 06, \"Why a target network\"; section 4, step 4)")
         evals = [int(r["step"]) for r in rows(folder / "eval.csv")]
         expected = list(range(cfg.eval_every, cfg.total_steps + 1, cfg.eval_every))
         assert evals == expected, (
             f"evaluations at steps {evals}, expected {expected}: evaluate once at each multiple of cfg.eval_every, "
             "also across a resume (section 4, step 6)")
     return _passed(f"your loop survived an interruption at step {CAPSTONE_STOP}, carried on from its save to step "
-                   f"{last}, logged {len(log)} game(s) with the updates' diagnostics and a falling ε, and evaluated "
-                   f"at steps {expected}")
+                   f"{last}, logged {len(log)} game(s) with the updates' diagnostics and a falling ε, took its TD "
+                   f"targets from the target network, evaluated at steps {expected}, and acted ε-greedily ({acted})")
 
 
 CAPSTONE_STOP = 450  # the step at which check_capstone_loop interrupts the learner's first call
+GREEDY_FROM = 120  # in _check_epsilon_greedy's run, the schedule gives ε = 1 up to this step and ε = 0 after it
+
+
+def _same_weights(a, b) -> bool:
+    """Whether two networks hold the same weights, tensor for tensor."""
+    import torch
+
+    with torch.no_grad():
+        return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def _check_epsilon_greedy(my_dqn, folder: Path, call: str) -> str | None:
+    """Run the learner's loop on a fresh ``folder`` for 240 steps of the quick settings with a schedule that gives
+    ε = 1 up to step ``GREEDY_FROM`` and ε = 0 after, and a loss with no gradient (so the online network keeps its
+    first weights), while the game it builds with ``make_breakout`` is watched: each action is paired with the last ε
+    the schedule gave and the state the game showed. Where ε = 1, fewer than 3 in 4 actions may equal the online
+    network's best (a uniformly random one of 4 does so about 1 time in 4); where ε = 0, at least 95% must. Returns
+    what it saw, or None when the loop returned None (not written yet); raises ``AssertionError`` when it cannot
+    watch the game or the actions are not ε-greedy."""
+    import gymnasium
+    import numpy as np
+    import torch
+
+    import dqn_course.envs as envs
+    from dqn_course.agent import td_targets
+    from dqn_course.checkpoint import latest_checkpoint, list_checkpoints
+    from dqn_course.lab.capstone import settings
+    from dqn_course.networks import NatureCNN
+
+    seen, last_eps = [], []  # (ε, state, action) of each step; the last ε the schedule gave
+
+    class Watched(gymnasium.Wrapper):
+        def reset(self, **kwargs):
+            self.shown, info = self.env.reset(**kwargs)
+            return self.shown, info
+
+        def step(self, action):
+            seen.append((last_eps[-1] if last_eps else None, np.array(self.shown), int(action)))
+            self.shown, *rest = self.env.step(action)
+            return (self.shown, *rest)
+
+    real = envs.make_breakout
+
+    def watched_make_breakout(*args, **kwargs):
+        return Watched(real(*args, **kwargs))
+
+    def explore_then_greedy(step, start, end, decay_steps):
+        last_eps.append(1.0 if step <= GREEDY_FROM else 0.0)
+        return last_eps[-1]
+
+    def no_gradient(q_values, actions, targets):  # Adam moves no weight with zero gradients from the start
+        return (q_values * 0).sum()
+
+    names = [k for k, v in my_dqn.__globals__.items() if v is real]
+    cfg = settings(quick=True, total_steps=240)
+    try:
+        envs.make_breakout = watched_make_breakout
+        for k in names:
+            my_dqn.__globals__[k] = watched_make_breakout
+        returned = _call_learner(my_dqn, (cfg, folder, td_targets, no_gradient, explore_then_greedy),
+                                 call + " on a new folder")
+    finally:
+        envs.make_breakout = real
+        for k in names:
+            my_dqn.__globals__[k] = real
+    if returned is None:
+        return None
+    explored = [s for s in seen if s[0] == 1.0]
+    greedy = [s for s in seen if s[0] == 0.0]
+    assert explored and greedy, (
+        f"the check watched {len(seen)} step(s) of your game, {len(explored)} at ε = 1 and {len(greedy)} at ε = 0: "
+        "build the game with make_breakout, and ask your schedule for ε at every step before acting (section 2, "
+        "the pieces; section 4, steps 1 and 2)")
+    if not list_checkpoints(folder):
+        return "not watched: no saved state"  # the calls that follow name what is missing (a save in finally)
+    arrays, _, _ = latest_checkpoint(folder)
+    q = NatureCNN(4)
+    q.load_state_dict({k.split("/", 2)[2]: torch.as_tensor(np.array(v)) for k, v in arrays.items()
+                       if k.startswith("agent/q/")})
+
+    def share_greedy(steps: list) -> float:
+        with torch.no_grad():
+            best = q(torch.as_tensor(np.stack([s[1] for s in steps]))).argmax(1).numpy()
+        return float(np.mean(best == np.array([s[2] for s in steps])))
+
+    at_one, at_zero = share_greedy(explored), share_greedy(greedy)
+    assert at_one < 0.75, (
+        f"at ε = 1 your loop took the online network's best action at {at_one:.0%} of {len(explored)} steps, where a "
+        "uniformly random action does so about 1 time in 4: act with the ε your schedule gives for the step, with "
+        "probability ε a uniformly random action (notebook 07, section 1, ε-greedy; section 4, step 2)")
+    assert at_zero >= 0.95, (
+        f"at ε = 0 your loop took the online network's best action at only {at_zero:.0%} of {len(greedy)} steps: "
+        "act with the ε your schedule gives for the step, and otherwise take the action the online network values "
+        "most in the state the game shows (notebook 07, section 1, ε-greedy; section 4, step 2)")
+    return f"at ε = 1 the network's best action {at_one:.0%} of the time, at ε = 0 {at_zero:.0%}"
 
 
 def _check_saved_state(cfg, at_stop: dict, stop_step: int, arrays: dict, meta: dict, games: int) -> None:
@@ -219,17 +327,21 @@ QUESTIONS.update({
                   {"a": "compare how soon this run departs from the working run, and in which panels (notebook 07, "
                         "section 5)",
                    "c": "look at the ε panel: it follows the working run's line (notebook 07, section 5)"}),
-    "07c.run_b": ("c", "ε that never decays: the ε panel stays at 1, so every action is random and the score stays at "
-                       "random play",
-                  {"a": "look at the ε panel first: does it fall like the working run's? (notebook 07, section 5)",
-                   "b": "look at the ε panel first: does it fall like the working run's? (notebook 07, section 5)"}),
-    "07c.run_c": ("a", "(1 - done) forgotten: a lost life bootstraps as if the game went on, so the targets that "
-                       "taught the working run what a lost life costs (its largest TD errors) are gone: the TD loss "
-                       "stays flat and the gradient norm low where the working run's rise, max-Q sits above the "
-                       "working run's, and the score climbs later, while ε follows the working run's line",
-                  {"b": "a learning rate 100x too large shows at once in the loss and gradient norm; compare their "
-                        "size with the working run's (notebook 07, section 5, *Gradient norm before clipping*)",
-                   "c": "look at the ε panel: it follows the working run's line (notebook 07, section 5)"}),
+    "07c.run_b": ("c", "the schedule reads the game's own step count, which starts over at every game and never gets "
+                       "past a few hundred, a sliver of the 100,000-step decay: every game is played and logged at ε "
+                       "near 1, as in run B, and the score stays at random play",
+                  {"a": "read run A's panels again: its loss and gradient norm depart with its ε on the working run's "
+                        "line; what would the ε panel of this loop show? (notebook 07, section 1, why ε follows a "
+                        "schedule)",
+                   "b": "work out the ε the schedule gives at a game's step 300, the decay lasting 100,000 steps "
+                        "(notebook 07, section 1, why ε follows a schedule), then compare with run B's ε panel"}),
+    "07c.run_c": ("a", "without the mask the exit's target is 1 plus γ times the network's value of the state "
+                       "after the end, a value no game ever pays; bootstrapping carries the excess back to every "
+                       "state before it, so max-Q sits above the working run's, as in run C",
+                  {"b": "the reward stays in the target either way; what the mask removes is the bootstrapped value "
+                        "of the next state (notebook 06, *Why (1 − done)*)",
+                   "c": "the end of a game is done too, not only a lost life (notebook 06, *Why (1 − done)*); "
+                        "compare run C's max-Q panel with the working run's"}),
     "07c.eps_stuck": ("a", "the TD target takes the max over the next state's actions, whatever action the play "
                            "took, so the network learns the greedy policy's values even from random play; training "
                            "games show ε = 1's play, the evaluation at ε = 0.05 shows what was learned. The loop's "
