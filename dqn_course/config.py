@@ -3,9 +3,10 @@
 ``Config.validate`` refuses settings which cannot work before anything is built (``allocation.check_run`` adds
 the runs this machine cannot take).
 
-``PRESETS`` names the learning problems the course runs: ``breakout`` (the Nature DQN / CleanRL settings),
-``breakout-fast`` (the same on the GPU path), ``breakout-cpu`` (shrunk to hours on a laptop) and ``quick``
-(does it run?). ``python -m dqn_course.train --preset NAME --field value`` overrides any field.
+``PRESETS`` names the learning problems the course runs: ``breakout`` (CleanRL ``dqn_atari``'s settings,
+with a Huber loss and gradient norms clipped at 10), ``breakout-fast`` (the same on the GPU path),
+``breakout-cpu`` (shrunk to hours on a laptop) and ``quick`` (does it run?).
+``python -m dqn_course.train --preset NAME --field value`` overrides any field.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ _FRACTIONS = ("gamma", "eps_start", "eps_end", "eval_epsilon", "per_beta0")  # e
 
 @dataclass
 class Config:
-    """Defaults are the ``breakout`` preset: the Nature DQN / CleanRL ``dqn_atari`` settings."""
+    """Defaults are the ``breakout`` preset: CleanRL ``dqn_atari``'s settings (Adam 1e-4, 1M replay, 10M steps,
+    target sync every 1,000, 80k steps before learning), with a Huber loss and gradient norms clipped at 10."""
 
     total_steps: int = 10_000_000  # agent steps (x4 frames)
     buffer_size: int = 1_000_000  # frames in the frame-sharing replay memory
@@ -122,14 +124,14 @@ PRESETS: dict[str, Config] = {
     "breakout": Config(),
     "breakout-fast": Config(num_envs=8, env_backend="ale", replay_on_device=True, out_dir="runs/breakout-fast"),
     # A laptop CPU (2 cores: an update of batch 32 takes tens of ms there): the same learning problem, shrunk
-    # to fit hours instead of days. Each change from the Nature settings, and why:
+    # to fit hours instead of days. Each change from ``breakout``, and why:
     # - total_steps 500k (not 10M): at tens of agent steps/s, 10M steps would take days; the
     #   schedules below are sized so learning shows within the first few hundred thousand steps.
     # - buffer_size 100k frames (not 1M): 500k steps would fill 1M only half; 100k is 0.7 GB and the
     #   oldest data it drops is from the exploration phase.
-    # - learning_starts 20k (not 80k) and ε over the first 100k steps (eps_fraction 0.2; Nature: 1M):
+    # - learning_starts 20k (not 80k) and ε over the first 100k steps (eps_fraction 0.2; breakout: 1M):
     #   every hour of a CPU run spent acting at random is an hour not learning.
-    # - eval every 50k steps (not 250k), 10 games as in Nature: a curve with ten points; checkpoints
+    # - eval every 50k steps (not 250k), 10 games as in breakout: a curve with ten points; checkpoints
     #   every 25k steps, so a stopped laptop loses minutes, not an hour.
     # Unchanged: DQN with a target network synced every 1,000 steps, Huber loss, Adam 1e-4, batch 32,
     # one update per 4 agent steps, γ 0.99, gradient norm 10, lost life = terminal for learning.

@@ -34,11 +34,12 @@ it goes through the rule, which accepts or words the refusal. The inline test ne
 from __future__ import annotations
 
 import abc
+import ast
 import builtins
 import collections.abc
-import contextlib
 import dataclasses
 import functools
+import importlib
 import inspect
 import math
 import os
@@ -274,24 +275,74 @@ def rule_for(hint: Any) -> Rule | None:
     raise TypeError(f"rule_for: hint {hint!r} is no annotation this module has a rule for")
 
 
+class _Deferred(type):
+    """The class ``module.name`` of a module not loaded when an annotation was resolved (``torch.device`` for a
+    memory kept on the host, which never loads torch). ``isinstance`` looks the real class up at each check: while
+    the module is not loaded no value can be one of its instances, so the check refuses everything but the other
+    members of the annotation; once loaded, the real class decides."""
+
+    def __instancecheck__(cls, value) -> bool:
+        real = cls._real()
+        return isinstance(real, type) and isinstance(value, real)
+
+    def __subclasscheck__(cls, sub) -> bool:
+        real = cls._real()
+        return isinstance(real, type) and isinstance(sub, type) and issubclass(sub, real)
+
+    def __getattr__(cls, attr: str):  # ``torch.device`` on the deferred module ``torch``
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        return _deferred(cls.__module__, f"{cls.__qualname__}.{attr}" if cls.__qualname__ else attr)
+
+    def _real(cls):
+        """The module or class this stands for, once its module is loaded; else None."""
+        obj = sys.modules.get(cls.__module__)
+        for part in filter(None, cls.__qualname__.split(".")):
+            obj = getattr(obj, part, None)
+        return obj
+
+
+@functools.cache
+def _deferred(module: str, qualname: str) -> type:
+    """The ``_Deferred`` class for ``module.qualname`` (``qualname`` empty: the module itself), one per name."""
+    cls = _Deferred(qualname.rpartition(".")[2] or module, (), {"__module__": module})
+    cls.__qualname__ = qualname
+    return cls
+
+
+def _type_checking_names(module: types.ModuleType | None) -> dict[str, type]:
+    """The names ``module`` imports under ``if TYPE_CHECKING:`` (read from its source), each as a deferred class."""
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError):  # no source (a module built at run time): nothing deferred
+        return {}
+    names: dict[str, type] = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)):
+            continue
+        for stmt in node.body:
+            if isinstance(stmt, ast.Import):
+                for alias in stmt.names:
+                    names[alias.asname or alias.name.split(".")[0]] = _deferred(
+                        alias.name if alias.asname else alias.name.split(".")[0], "")
+            elif isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+                for alias in stmt.names:
+                    names[alias.asname or alias.name] = _deferred(stmt.module, alias.name)
+    return names
+
+
 def _hints(func: Callable) -> dict[str, Any]:
     """The resolved annotations. A name imported only for type checkers (``if TYPE_CHECKING:``, to keep the
-    layers) is looked up among the package's loaded modules: one object of that name there is the one meant."""
+    layers, or not to load torch where it is not needed) resolves to the class it names if its module is loaded,
+    else to a ``_Deferred`` class that finds the real one when a value is checked: the check is the same whatever
+    was imported before the first call."""
     try:
         return typing.get_type_hints(func, include_extras=True)
-    except NameError:
-        found: dict[str, list] = {}
-        for module in list(sys.modules.values()):
-            if getattr(module, "__name__", "").startswith("dqn_course"):
-                for name, obj in vars(module).items():
-                    if not any(obj is seen for seen in found.setdefault(name, [])):
-                        found[name].append(obj)
-        names = {**{name: objs[0] for name, objs in found.items() if len(objs) == 1}, **func.__globals__}
-        hints = {}
-        for name, text in func.__annotations__.items():
-            with contextlib.suppress(NameError):  # a module not loaded yet (torch, for a memory kept on the host)
-                hints[name] = typing.get_type_hints(_Annotated(text), globalns=names, include_extras=True)["x"]
-        return hints
+    except NameError:  # or a function pickled by value, whose globals hold only the names its code reads
+        module = sys.modules.get(func.__module__) or importlib.import_module(func.__module__)
+        names = {name: cls._real() or cls for name, cls in _type_checking_names(module).items()}
+        return typing.get_type_hints(func, globalns={**names, **vars(module), **func.__globals__},
+                                     include_extras=True)
 
 
 class _Annotated:

@@ -223,3 +223,45 @@ def test_a_checked_class_pickled_by_value_works_and_checks_where_it_lands():
     pytest.importorskip("cloudpickle")
     done = subprocess.run([sys.executable, "-c", PICKLED], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+DEFERRED_MODULE = '''
+from __future__ import annotations
+from typing import TYPE_CHECKING
+from dqn_course.contracts import check_module
+if TYPE_CHECKING:
+    import deferred_lib
+    from deferred_lib import Thing as Aliased
+
+
+def place(device: deferred_lib.Thing | str | None = None, other: Aliased | None = None) -> str:
+    """Names the kind it got."""
+    return type(device).__name__
+check_module(globals())
+'''
+
+
+def test_a_type_checking_only_name_is_checked_the_same_before_and_after_its_module_loads(tmp_path, monkeypatch):
+    """``device: torch.device | str | None`` in a module that imports torch for type checkers only: the first call,
+    made before torch is loaded, must not leave the parameter unchecked for the rest of the process."""
+    import importlib
+    import sys
+    import types
+
+    (tmp_path / "deferring_mod.py").write_text(DEFERRED_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "deferred_lib", raising=False)
+    module = importlib.import_module("deferring_mod")
+    assert module.place("cpu") == "str"  # the first call resolves the annotations: deferred_lib is not loaded
+    with pytest.raises(ArgumentError, match=r"place: device must be None or a deferred_lib\.Thing or a string"):
+        module.place(object())
+    with pytest.raises(ArgumentError, match="other must be None or a deferred_lib.Thing"):
+        module.place(other=3)
+    lib = types.ModuleType("deferred_lib")
+    lib.Thing = type("Thing", (), {"__module__": "deferred_lib"})
+    monkeypatch.setitem(sys.modules, "deferred_lib", lib)  # loaded later: its real class decides from then on
+    assert module.place(lib.Thing()) == "Thing"
+    assert module.place(other=lib.Thing()) == "NoneType"
+    with pytest.raises(ArgumentError, match="device must be"):
+        module.place(object())
+    monkeypatch.delitem(sys.modules, "deferring_mod")
