@@ -329,28 +329,31 @@ QUESTIONS.update({
                    "c": "look at the ε panel: it follows the working run's line (notebook 07, section 5)"}),
     "07c.run_b": ("c", "the schedule reads the game's own step count, which starts over at every game and never gets "
                        "past a few hundred, a sliver of the 100,000-step decay: every game is played and logged at ε "
-                       "near 1, as in run B, and the score stays at random play",
-                  {"a": "read run A's panels again: its loss and gradient norm depart with its ε on the working run's "
-                        "line; what would the ε panel of this loop show? (notebook 07, section 1, why ε follows a "
-                        "schedule)",
-                   "b": "work out the ε the schedule gives at a game's step 300, the decay lasting 100,000 steps "
-                        "(notebook 07, section 1, why ε follows a schedule), then compare with run B's ε panel"}),
-    "07c.run_c": ("a", "without the mask the exit's target is 1 plus γ times the network's value of the state "
-                       "after the end, a value no game ever pays; bootstrapping carries the excess back to every "
-                       "state before it, so max-Q sits above the working run's, as in run C",
-                  {"b": "the reward stays in the target either way; what the mask removes is the bootstrapped value "
-                        "of the next state (notebook 06, *Why (1 − done)*)",
-                   "c": "the end of a game is done too, not only a lost life (notebook 06, *Why (1 − done)*); "
-                        "compare run C's max-Q panel with the working run's"}),
+                       "near 1, like the gallery's run whose ε never decays, and the score stays at random play",
+                  {"a": "work out the ε the schedule gives at a game's step 300, the decay lasting 100,000 steps "
+                        "(notebook 07, section 1, why ε follows a schedule)",
+                   "b": "games grow long only once the agent plays well; how well does it play at the ε that a "
+                        "game's first few hundred steps give? (notebook 07, section 1, why ε follows a schedule)"}),
+    "07c.run_c": ("a", "only the exit's transition is done, so forgetting the mask changes only its target: it gains "
+                       "γ times the network's value of the state after the end, a value no game pays. The states one "
+                       "step before the exit bootstrap from the exit's inflated value and take the excess next, then "
+                       "the states before them: the error spreads back from the exit one bootstrapped step at a "
+                       "time, as a reward does",
+                  {"b": "the mask changes only the targets of transitions that are done: where is this maze's one "
+                        "done transition, and how does a change there reach the states before it? (notebook 06, "
+                        "*Why (1 − done)*)",
+                   "c": "for a transition that does not end the game, 1 − done is 1: what does forgetting it change "
+                        "in that target? (notebook 06, *Why (1 − done)*)"}),
     "07c.eps_stuck": ("a", "the TD target takes the max over the next state's actions, whatever action the play "
                            "took, so the network learns the greedy policy's values even from random play; training "
                            "games show ε = 1's play, the evaluation at ε = 0.05 shows what was learned. The loop's "
                            "mistake is still there: it never lowers ε, so the memory never sees the better play",
-                      {"b": "the TD target uses the max over the next state's actions, not the action the play took "
-                            "(notebook 06's TD target; section 3, your rule): can learning from random play give a "
-                            "policy better than random?",
-                       "c": "evaluations that rise one after another, each above random play on the same games, are "
-                            "not noise (notebook 07, section 4; section 7, the gate)"}),
+                      {"b": "a network that learned nothing picks an arbitrary action in state after state, and its "
+                            "scores would not rise from one evaluation to the next: what can a network learn from "
+                            "random play's transitions? (notebook 06's TD target; section 3, your rule)",
+                       "c": "the evaluation plays its own games apart from training and stores nothing they show in "
+                            "the replay memory (section 2, the run folder: what run.evaluate writes); so what did "
+                            "the network learn from?"}),
 })
 
 
