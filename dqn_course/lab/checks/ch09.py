@@ -419,7 +419,8 @@ PREDICTIONS.update({
 
 QUESTIONS.update({
     "09.what_sets_speed": ("b", "a batch of stacks decodes 64 x 4 = 256 frames at every draw, more than the 160 single "
-                                "frames of the one-frame store: the frames decoded, not the calls, set the rate",
+                                "frames of the one-frame store: the frames decoded, not the calls, set the rate, so "
+                                "it falls",
                            {"a": "a decompression's time grows with the bytes it writes out: count the frames a batch "
                                  "decodes, not the calls (section 1's table times decompression per frame; section "
                                  "3, *What the numbers say*)",
