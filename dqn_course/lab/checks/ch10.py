@@ -214,24 +214,26 @@ def check_rate_limiter(limiter_class: Any) -> bool | None:
 
 
 QUESTIONS.update({
-    "10.samples_per_step": ("a", "the worker's env steps/s stay what they were and the learner draws about five times "
-                                 "the samples per second from them: samples per step = batch x updates / transitions "
-                                 "stored rises about five times, since nothing ties the two",
-                            {"b": "only notebook 07's loop ties the updates to the agent steps; in this layout the "
-                                  "learner runs free of the worker, so samples per step is whatever the two rates "
-                                  "make it, not a setting (*The shape*, the learner's line and the replay ratio)",
-                             "c": "a fifth as many new transitions per update is the inverse of the ratio asked: "
-                                  "samples per step counts the samples drawn per transition stored (*The shape*, the "
-                                  "replay ratio): count what changes in its two terms"}),
-    "10.second_worker": ("c", "4 workers, the learner's process and the replay actor are six busy processes, which "
-                              "fit on eight cores; 8 workers make ten, so from 4 to 8 they take turns on the same "
-                              "cores",
-                         {"a": "storing a chunk is a small part of a core's time next to playing a game and running "
-                               "the network, and at 2 workers the replay actor still has a core of its own: count "
-                               "the busy processes against the cores (section 4, *How to read it*)",
-                          "b": "a worker plays one game with one copy of the network and keeps one core busy; only "
-                               "a CPU learner spreads over the cores left (section 4, *learner threads*): count the "
-                               "busy processes against the cores (section 4, *How to read it*)"}),
+    "10.samples_per_step": ("a", "samples per step = batch size x updates / transitions stored: the updates per second "
+                                 "and the worker's transitions per second are what they were, and each update now "
+                                 "draws five times the samples, so it rises about five times. Counted in updates, as "
+                                 "Fedus et al. count the replay ratio, it would not move: the two counts differ by the "
+                                 "batch size",
+                            {"b": "this page counts the replay ratio in samples, not in updates (*The shape*, the "
+                                  "learner's line): which of its terms did the bigger batch change?",
+                             "c": "drawing a batch copies transitions out of the memory and leaves them there, to be "
+                                  "drawn again: the ratio counts how many times each stored transition is drawn, on "
+                                  "average (*The shape*, the replay ratio)"}),
+    "10.second_worker": ("c", "the 4 workers, the learner's process and the replay actor, which the learner's requests "
+                              "for batches never let rest, are six busy processes on eight cores: two more workers "
+                              "fill them, and a third would take turns with the others. Logical CPUs place actors; "
+                              "they add no core",
+                         {"a": "a process that answers calls is busy while the calls keep coming: the learner asks "
+                               "for its next batch as soon as it has one, and the replay actor assembles each (*The "
+                               "shape*; section 2, the replay actor). Count every busy process against the real "
+                               "cores",
+                          "b": "logical CPUs are Ray's unit for placing actors, not cores: processes beyond the real "
+                               "cores take turns on them (the paragraph that starts Ray, before section 1)"}),
 })
 
 
