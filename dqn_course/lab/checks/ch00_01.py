@@ -333,9 +333,9 @@ PREDICTIONS.update({
         m / 2: "one call per sampled transition is half the story: a target starts from the Q-values of its state s, "
                f"and the TD target in it needs those of its next state s' ({_LEARNING})",
         m / 32: "that is one call per batch of states, the batched pass notebook 06 writes; the posted replay() "
-                f"forwards one state at a time ({_LEARNING})",
+                "forwards one state at a time (section 6, *Predict, then measure*)",
         m / 64: "one batched call for the whole minibatch is notebook 06's fix; the posted replay() forwards one "
-                f"state at a time ({_LEARNING})",
+                "state at a time (section 6, *Predict, then measure*)",
         2 * m: "one forward pass of a state gives the Q-values of every action at once: no pass per action "
                f"({_LEARNING})",
         4 * m: "one forward pass of a state gives the Q-values of all 4 actions at once: no pass per action "
@@ -379,9 +379,9 @@ QUESTIONS.update({
                            "c": "your machine pays the baseline out of its RAM too: compare the RAM each machine has "
                                 "left for steps once the baseline is in, not the RAM each has (section 3, "
                                 "*Extrapolate*)"}),
-    "01b.which_tool_sees": ("b", "an np.memmap's bytes are a file the OS maps into the process, not a buffer from "
-                                 "NumPy's allocator, the one that reports to tracemalloc (section 2); RSS counts the "
-                                 "mapped pages while they sit in RAM",
+    "01b.which_tool_sees": ("b", "an np.memmap's bytes come from its file, which the OS maps into the process: "
+                                 "NumPy's allocator, the one that reports to tracemalloc (section 2), never handed "
+                                 "them out; RSS counts the mapped pages while they sit in RAM",
                             {"a": "tracemalloc counts a buffer when the allocator hands it out, written or not: an "
                                   "np.zeros array shows its full size before a single write (section 3's flat "
                                   "tracemalloc line), so slots written in place would already be counted; what "

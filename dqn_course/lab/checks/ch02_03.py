@@ -354,12 +354,15 @@ QUESTIONS.update({
                                 "here 10,001 levels share the range from 0 to 1: compare their spacing with "
                                 "float16's rounding near 1"}),
     "03.int8_store": ("b", "an int8 holds -128 to 127: 255 does not fit, and the cast keeps it modulo 256, "
-                           "255 - 256 = -1, so the brightest pixels come back as negatives",
-                      {"a": "a value that does not fit does not go to the bottom of int8's range: the cast wraps it "
-                            "around, keeping it modulo 256, as section 4, *Back into uint8: truncation and "
-                            "wrap-around*, shows for uint8",
-                       "c": "NumPy does not clip when it casts integers: section 4, *Back into uint8: truncation and "
-                            "wrap-around*, shows what happens to a value that does not fit"}),
+                           "255 - 256 = -1; the network converts that -1 to -1.0 and divides it by 255, so a white "
+                           "pixel arrives as about -0.004, darker than black, and every pixel above 127 arrives "
+                           "negative",
+                      {"a": "NumPy does not clip when it casts integers: a value that does not fit wraps around, "
+                            "kept modulo 256, as section 4, *Back into uint8: truncation and wrap-around*, shows "
+                            "for uint8",
+                       "c": "the byte keeps its bits, but int8 reads them as a signed number, from -128 to 127, and "
+                            "the conversion to float keeps that number, not the bits: which int8 value does the "
+                            "wrap-around of section 4, *Back into uint8: truncation and wrap-around*, give 255?"}),
     "03.torch_division": ("b", "PyTorch's / on an integer tensor is a true division and gives its default float, "
                                "float32, whatever the layers hold; a layer refuses an input whose dtype is not its "
                                "weights', so a float16 network must make the batch float16 itself before its first "
