@@ -340,14 +340,16 @@ QUESTIONS.update({
                         "c": "the window is read from the ring once, but stacks_at returns s and s′ as two full "
                              "stacks, the three shared frames copied into both (section 2, *Building a stack by "
                              "index*)"}),
-    "04.episode_end": ("c", "the flag passed as episode_end is True at the cut, so padding restarts where it should; "
-                            "the same flag as done makes the cut transition terminal: its target drops a future it "
-                            "had (section 5's table: only done decides bootstrapping)",
-                       {"a": "the memory refuses a stream that restarts while it was told the episode goes on; here "
-                             "the flag it reads as episode_end is True at the cut (section 5, *Losing a life is not "
-                             "the end of an episode*)",
-                        "b": "padding reads episode_end, and the flag passed there is True at the cut: the next game "
-                             "starts padded (section 3, *Episode starts: padding*)"}),
+    "04.episode_end": ("c", "the two flags answer two questions (section 5): done, whether s′ has a future to "
+                            "bootstrap from, and the game is lost, so it has none, whatever the clock did; "
+                            "episode_end, whether the frame stream restarts, and the game is reset. A truncation "
+                            "keeps bootstrapping only because the clock cut a future the game still had",
+                       {"a": "the clock stopped the game, but the game was also lost on that step: is there still a "
+                             "future after s′ for the target to bootstrap from? (section 5, *Losing a life is not "
+                             "the end of an episode*: what done decides)",
+                        "b": "after this step the loop resets the game: does the next state continue s′'s frames, "
+                             "or does a new stream start? (section 5's table: what episode_end decides, and section "
+                             "3, *Episode starts: padding*)"}),
     "04.write_head": ("b", "a transition can be sampled only once its next state is whole (section 4, *The write "
                            "head*), and a 3-step transition's next state ends three slots on: the three newest slots "
                            "wait for it. A state reaches back through its older frames only, so, as with one-step "
@@ -367,14 +369,16 @@ QUESTIONS.update({
                                 "opening *Why*, and section 2, *Slow: sampling time against capacity*)",
                            "c": "the list holds the same rows, but making it is not free: it visits every row of the "
                                 "deque, once per batch (the opening *Why*: what grows with N)"}),
-    "05.ring_newest": ("a", "the head moves on one slot per item from slot 0 and wraps after slot 999, so item k went "
-                            "into slot (k − 1) mod 1,000: item 2,500 into slot 499, the 32 newest (items 2,469 to "
-                            "2,500) into slots 468 to 499; the head stands at slot 500, over the oldest item, 1,501",
-                      {"b": "the array fills from slot 0 to the end only on the first round; after that the head keeps "
-                            "going round, overwriting the oldest item wherever it is (the opening of this notebook: "
-                            "the write head)",
-                       "c": "the first item went into slot 0, where the head starts: count the slot of item 1, then "
-                            "of item 1,001 (the opening of this notebook: the write head)"}),
+    "05.ring_newest": ("a", "this head moves on before it writes, so item k goes into slot k mod 1,000: slot 0 took "
+                            "items 1,000 and then 2,000, and item 2,500 sits in slot 500. A full ring holds the last "
+                            "1,000 items, 1,501 to 2,500, whatever slot its head started at, and the oldest is the "
+                            "one the next write overwrites: item 1,501, in slot 501",
+                      {"b": "once full, a ring does not start again from slot 0: its head keeps going round from "
+                            "wherever it stands. Count where this head put item 1,000, then item 2,000 (the opening "
+                            "of this notebook: the write head)",
+                       "c": "the array's order is not the items' order once the head has wrapped: the oldest item "
+                            "is the one the next write overwrites. Where does the head stand after item 2,500? "
+                            "(the opening of this notebook: the write head)"}),
     "05.prefault": ("b", "a page costs RSS when it is first written, whatever is written: filling in the ones writes "
                          "every page at construction, as prefault does, while np.zeros leaves them unwritten until "
                          "frames arrive",

@@ -473,17 +473,17 @@ PREDICTIONS.update({
 
 
 QUESTIONS.update({
-    "06.why_batched_faster": ("b", "a call's fixed price (the *Why* at the top) does not grow with the batch it "
-                                   "carries, and on a GPU it is expected to be nearly all of a small pass's cost, "
-                                   "each read-back of an action a wait besides (section 5): one call on 16 states "
-                                   "should cost about what one on one state did, so the 16 actions cost towards a "
-                                   "sixteenth of what 16 calls cost. Time it on the GPU before relying on it",
-                              {"a": "a call checks its arguments and launches each layer's kernels once, whatever "
-                                    "batch it carries: that is what makes its price fixed (the *Why* at the top). "
-                                    "How many times is it paid now?",
-                               "c": "section 5 expects the arithmetic of a small pass on a GPU to be nearly free: "
-                                    "a batch of 32 should cost about what one state costs. Is 16 states' "
-                                    "arithmetic more than that?"}),
+    "06.why_batched_faster": ("b", "choosing actions is the same kind of forward pass as section 2's targets, "
+                                   "and its plot decides it: at batch 1 the two ways meet; beyond, the loop's time "
+                                   "grows in step with the batch while the batched time grows more slowly (one "
+                                   "fixed price, plus arithmetic that on a CPU still grows with the batch). So one "
+                                   "call on 16 states costs less than 16 calls, but more than one call on one state",
+                              {"a": "a call pays a fixed price before any arithmetic (the *Why* at the top), and "
+                                    "16 calls pay it 16 times: in section 2's plot, do the loop's and the batched "
+                                    "line stay together as the batch grows?",
+                               "c": "a sixteenth is what section 5 expects of a GPU, where the arithmetic should be "
+                                    "nearly free; on a CPU, does section 2's batched line stay flat as the batch "
+                                    "grows?"}),
     "06.double_lower": ("a", "the upward bias comes from near-ties: with one action ten error-spreads ahead, the "
                              "max is nearly always that action's estimate, whose error averages to zero. "
                              "Overestimation is worst where actions are close in value, as in many states of a game "
