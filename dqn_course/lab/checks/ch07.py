@@ -285,14 +285,15 @@ QUESTIONS.update({
                        "c": "divergence shows as a jump by orders of magnitude, or a max-Q past its bound (section 5, "
                             "*TD loss* and *Mean max-Q*): does a loss that doubles and falls back before each next "
                             "sync look like that?"}),
-    "07.dead_agent": ("b", "long games fit both agents: waiting for FIRE earns nothing, so the stuck agent's score "
-                           "stays flat and low and its targets hold nothing new (max-Q flat, gradients small), while "
-                           "a good player's long games come with a rising score and max-Q",
-                      {"a": "the TD loss does not fall as an agent improves: its targets grow with the score "
-                            "(section 5, *TD loss*), so neither its level nor its trend tells a waiting agent from "
-                            "one that keeps the ball in play",
-                       "c": "a norm above the clipping threshold all the time says the steps are too large; a waiting "
-                            "agent's targets teach little: how large are its gradients? (section 5)"}),
+    "07.dead_agent": ("b", "each waiting step's target is its −1 plus γ times the next waiting state's value, and the "
+                           "clock's cut-off does not end that sum (a truncated game still bootstraps, notebook 06), "
+                           "so the waiting states' values sink toward the geometric series of −1s, −1/(1 − γ) = −100 "
+                           "with γ = 0.99, while the score stays at its floor; in Breakout, where waiting earns 0, the "
+                           "same agent's max-Q stays flat instead",
+                      {"a": "in Breakout a waiting step earns 0; here each one earns −1: what do the discounted "
+                            "rewards of a long wait add up to? (section 5, *Mean max-Q*: the geometric series)",
+                       "c": "a bootstrapped value follows the rewards its targets carry: with −1 at every step and no "
+                            "other reward, can any discounted return lie above 0? (section 5, *Mean max-Q*)"}),
 })
 
 
