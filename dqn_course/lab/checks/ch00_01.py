@@ -367,9 +367,9 @@ QUESTIONS.update({
                          {"a": "done marks a step after which nothing follows, and nothing follows the end of a game, "
                                "whatever ends it; a lost life is one more case the course adds, not the only one "
                                "(section 6, *DQN in one page*, the TD target and its factor 1 − done)",
-                          "c": "the agent learns from the reward clipped to its sign, −1, 0 or +1, whatever the game "
-                               "scores; the score keeps the points, the target does not (section 6, *DQN in one page*, "
-                               "the learning signals)"}),
+                          "c": "the factor 1 − done multiplies the future term only: the reward of the last step "
+                               "stays in the target; the lost-life line gives 0 because its reward was 0 (section 6, "
+                               "*DQN in one page*, the TD target and its factor 1 − done)"}),
     "01.killed_scaling": ("b", "the baseline is in RAM on either machine, paid once: all the added RAM goes to "
                                "transitions, so the process lives twice your steps plus the baseline's worth of "
                                "steps (the baseline over the bytes per step)",

@@ -340,9 +340,10 @@ QUESTIONS.update({
                           {"a": "the ball is drawn on every second screen, but the agent sees every fourth: count "
                                 "from one step's last screen to the next step's, 4 screens on, and see whether its "
                                 "parity changes (section 3, *Why the maximum of the last two screens?*, frame skip 4)",
-                           "c": "frame skip 4 plays each action for 4 screens, but without the maximum the frame "
-                                "is made from the last of them alone: the other 3 screens are drawn and dropped "
-                                "(section 3, *Why the maximum of the last two screens?*)"}),
+                           "c": "4 screens on keeps a screen's parity, but which parity depends on where the game's "
+                                "first step ended: the screens played before it (a reset's random no-ops, for one) "
+                                "can leave it odd (section 3, *Why the maximum of the last two screens?*, frame skip 4)"
+                           }),
     "03.where_to_scale": ("b", "10,001 depths need more than a byte: uint16 keeps each one exactly in 2 bytes and the "
                                "network scales each batch; divided by 40 and stored in uint8, each depth keeps only "
                                "the whole part, so 40 neighbouring depths share one stored value, and float16, 2 bytes "
