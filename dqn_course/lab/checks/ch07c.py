@@ -327,13 +327,17 @@ QUESTIONS.update({
                   {"a": "compare how soon this run departs from the working run, and in which panels (notebook 07, "
                         "section 5)",
                    "c": "look at the ε panel: it follows the working run's line (notebook 07, section 5)"}),
-    "07c.run_b": ("c", "the schedule reads the game's own step count, which starts over at every game and never gets "
-                       "past a few hundred, a sliver of the 100,000-step decay: every game is played and logged at ε "
-                       "near 1, like the gallery's run whose ε never decays, and the score stays at random play",
-                  {"a": "work out the ε the schedule gives at a game's step 300, the decay lasting 100,000 steps "
-                        "(notebook 07, section 1, why ε follows a schedule)",
-                   "b": "games grow long only once the agent plays well; how well does it play at the ε that a "
-                        "game's first few hundred steps give? (notebook 07, section 1, why ε follows a schedule)"}),
+    "07c.run_b": ("c", "an update comes once every train_every agent steps, and none before learning_starts: "
+                       "the update count is 0 for the first 20,000 steps, then grows at a quarter of the agent "
+                       "step's rate. The schedule, decaying over 100,000 of whatever count it is given, reaches its "
+                       "floor after 100,000 updates, near agent step 20,000 + 4 × 100,000 = 420,000 instead of "
+                       "100,000: the run explores at high ε for most of its length and plays greedily only near its "
+                       "end",
+                  {"a": "count the updates a run has made by its agent step 100,000: when do they start, and how many "
+                        "agent steps does each one take? (section 1, the settings; notebook 07, section 1, why ε "
+                        "follows a schedule)",
+                   "b": "is there one update per agent step, or fewer? Which count runs ahead, the updates or the "
+                        "agent steps? (section 1, the settings: when learning starts and how often it updates)"}),
     "07c.run_c": ("a", "only the exit's transition is done, so forgetting the mask changes only its target: it gains "
                        "γ times the network's value of the state after the end, a value no game pays. The states one "
                        "step before the exit bootstrap from the exit's inflated value and take the excess next, then "
@@ -348,9 +352,9 @@ QUESTIONS.update({
                            "took, so the network learns the greedy policy's values even from random play; training "
                            "games show ε = 1's play, the evaluation at ε = 0.05 shows what was learned. The loop's "
                            "mistake is still there: it never lowers ε, so the memory never sees the better play",
-                      {"b": "a network that learned nothing picks an arbitrary action in state after state, and its "
-                            "scores would not rise from one evaluation to the next: what can a network learn from "
-                            "random play's transitions? (notebook 06's TD target; section 3, your rule)",
+                      {"b": "which next action's value does the TD target take: the one the random play took next, or "
+                            "another? The answer decides what the network learns from random play (notebook 06's TD "
+                            "target; section 3, your rule)",
                        "c": "the evaluation plays its own games apart from training and stores nothing they show in "
                             "the replay memory (section 2, the run folder: what run.evaluate writes); so what did "
                             "the network learn from?"}),
