@@ -418,15 +418,17 @@ PREDICTIONS.update({
 
 
 QUESTIONS.update({
-    "09.what_sets_speed": ("b", "a batch of stacks decodes 64 x 4 = 256 frames at every draw, more than the 160 single "
-                                "frames of the one-frame store: the frames decoded, not the calls, set the rate, so "
-                                "it falls",
-                           {"a": "a decompression's time grows with the bytes it writes out: count the frames a batch "
-                                 "decodes, not the calls (section 1's table times decompression per frame; section "
-                                 "3, *What the numbers say*)",
-                            "c": "a batch reads only a few hundred compressed bytes per frame; its time goes into "
-                                 "decoding each frame it draws again, and a payload of four frames is four frames to "
-                                 "decode (section 3, *What the numbers say*)"}),
+    "09.what_sets_speed": ("b", "a stack's four frames are consecutive frames of one game, mostly the same bytes: lz4 "
+                                "encodes frame 1 and then much of frames 2 to 4 as matches back to it, so a stack's "
+                                "payload costs more than one frame's but well under four; the slot's header, list "
+                                "pointer and bookkeeping (section 2) are paid once either way. The memory grows, by "
+                                "well under four times",
+                           {"a": "a compressor removes repetition, and the ratio belongs to the frames (section 1, "
+                                 "*Predict, then measure*, and the paragraph after it): how much of frame 1 do "
+                                 "frames 2 to 4 of one stack repeat?",
+                            "c": "each payload is compressed on its own, so that any slot can be read without its "
+                                 "neighbours (section 1, the two codecs): can one slot's payload point back into "
+                                 "another's?"}),
     "09.cold_disk": ("c", "the page cache keeps a file's pages only until memory runs short, and here it can hold "
                           "about 12 of 70.6 GB, a sixth of the file. A uniform draw favours no page, so a frame's "
                           "pages are cached about as often as that share, less when a frame spans two pages: most of "
@@ -439,14 +441,15 @@ QUESTIONS.update({
                            "(section 4, warm and cold reads)"}),
     "09b.kill_before_rename": ("b", "a rename is atomic only within one file system; between two, a move copies the "
                                     "bytes into a new file under the final name and deletes the original afterwards, "
-                                    "so a kill during the copy leaves a checkpoint cut short under its real name (a "
-                                    "resume refuses it by its length and carries on from step 125,000)",
+                                    "so a kill during the copy can leave a checkpoint cut short under its real name, "
+                                    "which a rename within one folder never leaves (a resume refuses it by its "
+                                    "length and carries on from step 125,000)",
                                {"a": "a rename works only within one file system: section 1, the *Atomic* point, says "
                                      "why the temporary file goes in the final file's folder. What must a move between "
                                      "two disks do instead?",
                                 "c": "the fsync made the temporary file whole on /tmp's disk; a move between file "
-                                     "systems writes a second file, byte after byte, under the final name (section 1, "
-                                     "the *Atomic* point)"}),
+                                     "systems writes a second file, byte after byte, under the final name: what lies "
+                                     "under that name while it writes? (section 1, the *Atomic* point)"}),
     "09b.spike_between_looks": ("b", "prefault writes every page of the 7.07 GB memory when the memory is built, "
                                      "so the process's RSS is past the 6 GB budget before the first step; the "
                                      "watchdog looks at its first call, after that step, saves the state (a memory "

@@ -1,4 +1,4 @@
-"""Notebook 10 (scaling out with Ray): its exercise (a rate limiter that holds the replay ratio) and questions.
+"""Notebook 10 (scaling out with Ray): its exercise (a rate limiter that holds samples per step) and questions.
 """
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dqn_course.contracts import check_module
 from dqn_course.lab.checks.core import (QUESTIONS, _call_learner, _not_answered_yet, _passed, _require_learners_code)
 
 _LIMITER = "section 4, *Holding the ratio: a rate limiter*"
-_RATIO = "*The shape*, the replay ratio"
+_RATIO = "*The shape*, samples per step"
 _CALL = "RateLimiter(samples_per_insert, min_size, error_buffer)"
 _METHODS = ("may_insert", "may_sample")
 
@@ -215,15 +215,14 @@ def check_rate_limiter(limiter_class: Any) -> bool | None:
 
 QUESTIONS.update({
     "10.samples_per_step": ("a", "samples per step = batch size x updates / transitions stored: the updates per second "
-                                 "and the worker's transitions per second are what they were, and each update now "
-                                 "draws five times the samples, so it rises about five times. Counted in updates, as "
-                                 "Fedus et al. count the replay ratio, it would not move: the two counts differ by the "
-                                 "batch size",
-                            {"b": "this page counts the replay ratio in samples, not in updates (*The shape*, the "
-                                  "learner's line): which of its terms did the bigger batch change?",
-                             "c": "drawing a batch copies transitions out of the memory and leaves them there, to be "
-                                  "drawn again: the ratio counts how many times each stored transition is drawn, on "
-                                  "average (*The shape*, the replay ratio)"}),
+                                 "rose four-fold and the transitions stored per second did not, so only a batch a "
+                                 "quarter the size, 32 / 4 = 8, keeps the product where it was",
+                            {"b": "a bigger batch at four times the updates multiplies the samples drawn, not the "
+                                  "transitions stored: write samples per step as its three terms (*The shape*, the "
+                                  "learner's line) and see which way each change moves it",
+                             "c": "samples per step counts the samples the learner draws as well as the transitions "
+                                  "the worker stores: which of its terms did the GPU change? (*The shape*, the "
+                                  "learner's line)"}),
     "10.second_worker": ("c", "the 4 workers, the learner's process and the replay actor, which the learner's requests "
                               "for batches never let rest, are six busy processes on eight cores: two more workers "
                               "fill them, and a third would take turns with the others. Logical CPUs place actors; "
