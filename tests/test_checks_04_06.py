@@ -228,6 +228,20 @@ class RingKeepsGivenArrays(RingRight):
         return np.stack([self.items[i] for i in rng.integers(0, self.size, size=batch_size)])
 
 
+class RingIgnoresItsGenerator(RingRight):
+    """Uniform, but draws from numpy's global random state: a seeded run does not repeat."""
+
+    def sample(self, batch_size, rng):
+        return self.items[np.random.randint(0, self.size, size=batch_size)]
+
+
+class RingSkewed(RingRight):
+    """Draws one index past the held ones and clips it to the last: that slot gets twice the share of the others."""
+
+    def sample(self, batch_size, rng):
+        return self.items[np.minimum(rng.integers(0, self.size + 1, size=batch_size), self.size - 1)]
+
+
 class RingOfTheCourse(FrameSharingMemory):
     """A subclass that inherits the course's ring: refused, whatever it would do."""
 
@@ -262,6 +276,8 @@ def test_ring_right(capsys):
     (RingWrapsToOne, "should hold"),
     (RingLenGrows, "at most `capacity` items"),
     (RingKeepsGivenArrays, "kept the array itself"),
+    (RingIgnoresItsGenerator, "seeded alike gave different batches.*Generator it is passed.*notebook 05"),
+    (RingSkewed, "about 25% of the time.*uniform replay.*notebook 05"),
 ])
 def test_ring_wrong(answer, hint):
     with pytest.raises(AssertionError, match=hint):

@@ -190,7 +190,9 @@ def check_ring(ring_class: Any) -> bool | None:
     it keeps the dtype it is given (uint8 and float32), holds at most ``capacity`` items and, added one at a time
     past capacity, holds exactly the newest ``capacity`` after every add (the write head wraps at capacity, not one
     slot early or late), copies each item (changing the array after ``add`` changes nothing stored), samples only what
-    it holds, all of it, and copies items into storage made once in ``__init__`` instead of keeping the arrays it is
+    it holds, all of it, uniformly (40,000 draws from a full ring of 4: each share within 1.25 points of 25%, which a
+    right ring misses with probability under 1e-7) and with the Generator it is given (two Generators seeded alike
+    give the same batch), and copies items into storage made once in ``__init__`` instead of keeping the arrays it is
     given (measured with tracemalloc). Raises ``AssertionError`` with a hint naming the section.
     """
     if ring_class is None:
@@ -272,6 +274,28 @@ def check_ring(ring_class: Any) -> bool | None:
         raise AssertionError(f"after adding items 7..{v} one at a time into capacity 4 the ring should hold "
                              f"{sorted(newest)}, it sampled {sorted(got)}. Hint: {hint}.")
 
+    # `ring` is now full, holding items 16..19. Two Generators seeded alike must give the same batch: the ring draws
+    # with the Generator it is given, not numpy's global state nor one of its own.
+    twice = [np.asarray(ring.sample(64, np.random.default_rng(7))) for _ in range(2)]
+    assert np.array_equal(twice[0], twice[1]), (
+        "two Generators seeded alike gave different batches: sample must draw its slots with the Generator it is "
+        "passed (the `rng` argument), not numpy's global random state or a generator of its own, so that a seeded run "
+        "repeats exactly (the exercise's description of sample, and the opening of notebook 05: sampling is one draw "
+        "of slot indices from that Generator)")
+    # Uniform: 40,000 draws give each of the 4 items 10,000 on average, standard deviation sqrt(40,000 x 1/4 x 3/4)
+    # = 86.6. A right ring lands further than 500 (5.8 standard deviations) from 10,000 with probability about 8e-9
+    # per item, under 4e-8 for any of the four.
+    draws = 40_000
+    values = np.asarray(ring.sample(draws, rng)).reshape(draws, -1)[:, 0].astype(int)
+    counts = {v: int(np.sum(values == v)) for v in range(16, 20)}
+    if any(abs(n - draws // 4) > 500 for n in counts.values()):
+        shares = ", ".join(f"item {v}: {n / draws:.1%}" for v, n in counts.items())
+        raise AssertionError(
+            f"{draws:,} draws from a full ring of 4 items gave {shares}; each should come up about 25% of the time. "
+            "Hint: uniform replay draws every held slot with the same probability, with replacement (the exercise's "
+            "description of sample, and the opening of notebook 05 on sampling); favouring some items is "
+            "prioritized replay, notebook 08, and is not this ring's job")
+
     big = ring_class(500, (84, 84), np.uint8)
     with TraceMalloc() as tm:
         for v in range(1_500):
@@ -282,7 +306,8 @@ def check_ring(ring_class: Any) -> bool | None:
         "a slot for every item, and each add copies its item into a slot (the layouts drawn at the top, and section "
         "1: a deque keeps references, a ring copies into its own slots)")
     return _passed("the ring keeps its dtype, copies each item into storage made once, holds the newest `capacity` "
-                   "items after every add past capacity (its head wraps at the last slot), and samples only them")
+                   "items after every add past capacity (its head wraps at the last slot), and samples only them, "
+                   "uniformly, with the Generator it is given")
 
 
 PREDICTIONS.update({
