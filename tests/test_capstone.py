@@ -235,14 +235,112 @@ def test_check_capstone_waits_for_a_run_then_plays_fresh_games_and_fails_an_untr
     (tmp_path / "started").mkdir()
     assert checks.check_capstone(tmp_path / "started") is None
     assert "holds no policy yet" in capsys.readouterr().out
-    run = planted_run(tmp_path / "untrained", config_changes={"eval_max_steps": 60}, log_rows=healthy_rows())
+    run = planted_run(learners_run(tmp_path / "untrained"), config_changes={"eval_max_steps": 60},
+                      log_rows=healthy_rows())
     with pytest.raises(AssertionError, match="not yet: .* over 2 fresh games") as e:
         checks.check_capstone(run, games=2)
     assert "only 2 games were played" in str(e.value)
-    (tmp_path / "broken").mkdir()
+    learners_run(tmp_path / "broken")
     (tmp_path / "broken" / "checkpoint.pt").write_bytes(b"not a torch file")
     with pytest.raises(AssertionError, match="damaged"):
         checks.check_capstone(tmp_path / "broken")
+
+
+def learners_run(folder):
+    """``folder`` first written through ``capstone.Run`` by a function of this test module (not the course's code),
+    as a learner's loop writes it: its writer record, fresh logs."""
+    cfg = settings(quick=True)
+    run = Run(folder, cfg)
+    run.resume(*parts(cfg))
+    run.close()
+    return folder
+
+
+def test_run_records_the_loop_that_first_wrote_its_folder(tmp_path):
+    folder = learners_run(tmp_path / "mine")
+    writer = capstone.read_writer(folder)
+    assert writer["module"] == __name__ and writer["qualname"] == "learners_run" and writer["file"] == __file__
+    assert not capstone.written_by_the_course(writer)
+    cfg = settings(quick=True)
+    Run(folder, cfg).resume(*parts(cfg))  # a later session, from another function: the first writer stays
+    assert capstone.read_writer(folder) == writer
+    assert capstone.read_writer(tmp_path / "nothing") is None
+    for forged in ({"module": "dqn_course.lab.capstone_solution", "qualname": "dqn_loop", "file": "<x>"},
+                   {"module": "__main__", "qualname": "dqn_loop", "file": capstone_solution.__file__}):
+        assert capstone.written_by_the_course(forged)
+    assert not capstone.written_by_the_course({"module": "__main__", "qualname": "my_dqn",
+                                               "file": "/tmp/ipykernel_1/2.py"})
+
+
+def no_games_for(monkeypatch):
+    from dqn_course import evaluate
+
+    def no_games(*args, **kwargs):
+        raise AssertionError("the gate played games for a policy it should have refused")
+
+    monkeypatch.setattr(evaluate, "policy_vs_random", no_games)
+
+
+TINY_RUN = dict(total_steps=64, learning_starts=32, target_sync_every=32, eval_every=64, eval_max_steps=30)
+
+
+def test_check_capstone_judges_a_run_a_learners_loop_wrote(tmp_path, monkeypatch, capsys):
+    """A learner-style loop (the worked loop's statements, defined outside the course's modules, as a notebook
+    defines it) writes a folder the gate plays; its games are not played here (``policy_vs_random`` is replaced)."""
+    from dqn_course import evaluate
+
+    folder = tmp_path / "my-dqn"
+    loop = learners_loop()
+    loop(settings(quick=True, **TINY_RUN), folder, td_targets, capstone_solution.library_td_loss,
+         capstone_solution.linear_epsilon)
+    assert capstone.read_writer(folder)["module"] == "__main__"
+    played = []
+
+    def games(file, games):
+        played.append(file)
+        return result_for(folder, GATE_SCORE)
+
+    monkeypatch.setattr(evaluate, "policy_vs_random", games)
+    assert checks.check_capstone(folder) is True and played == [folder / "checkpoint.pt"]
+    assert "your DQN learned Breakout" in capsys.readouterr().out
+
+
+@pytest.mark.filterwarnings("ignore:.*found in sys.modules:RuntimeWarning")  # runpy: the module is imported already
+def test_check_capstone_refuses_runs_the_courses_loop_or_trainer_wrote(tmp_path, monkeypatch):
+    """Before a game is played: a folder the worked loop wrote (called, or run as ``python -m``), a folder
+    ``train()`` wrote (no writer record), and a writer record forged to name the course's loop."""
+    import json
+    import runpy
+    import sys
+
+    from dqn_course.train import train
+
+    cfg = settings(quick=True, **TINY_RUN)
+    called = tmp_path / "called"
+    dqn_loop(cfg, called)
+    as_command = tmp_path / "as-command"
+    for key, value in TINY_RUN.items():  # the command's --quick settings, shrunk further
+        monkeypatch.setitem(capstone.QUICK_SIZES, key, value)
+    monkeypatch.setattr(sys, "argv", ["capstone_solution", str(as_command), "--quick", "--seed", "7"])
+    runpy.run_module("dqn_course.lab.capstone_solution", run_name="__main__")
+    trained = tmp_path / "trained"
+    train(dataclasses.replace(cfg, out_dir=str(trained)))
+    forged = learners_run(tmp_path / "forged")
+    planted_run(forged, log_rows=healthy_rows())
+    (forged / capstone.WRITER_FILE).write_text(json.dumps(
+        {"module": "dqn_course.lab.capstone_solution", "qualname": "dqn_loop", "file": "<a cell>"}))
+    damaged = planted_run(learners_run(tmp_path / "damaged"), log_rows=healthy_rows())
+    (damaged / capstone.WRITER_FILE).write_text("{not json")
+    no_games_for(monkeypatch)
+    for folder, expected in [
+            (called, "written by dqn_course.lab.capstone_solution.dqn_loop .*the course's own code, not your loop"),
+            (as_command, "written by __main__.dqn_loop .*capstone_solution.py.*the course's own code"),
+            (trained, "holds no writer.json.*not written through capstone.Run .*dqn_course.train"),
+            (forged, "written by dqn_course.lab.capstone_solution.dqn_loop .*the course's own code"),
+            (damaged, "writer.json is damaged")]:
+        assert (folder / "checkpoint.pt").is_file()
+        with pytest.raises(AssertionError, match=expected):
+            checks.check_capstone(folder)
 
 
 def test_check_capstone_refuses_the_courses_recorded_policies_wherever_they_lie(tmp_path, monkeypatch):

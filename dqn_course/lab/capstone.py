@@ -10,6 +10,8 @@ reads a training run reads the learner's too (``dqn_course.evaluate``, ``lab.dia
 - ``eval.csv`` and ``checkpoint.pt``: each evaluation's scores and the policy it measured;
 - ``state-<step>.ckpt``: the whole training state (both networks, Adam, the replay memory, the ε generator, the
   counters), written every ``save_minutes`` and at the end, so a kernel restart loses minutes, not the hour.
+- ``writer.json``: which loop wrote the folder (``WRITER_FILE``; ``Run`` says more), so notebook 07c's gate can
+  tell the learner's run from one the course's own loop trained.
 
 Invariant: the rows of ``log.csv`` and ``eval.csv`` never go past the step of the newest state a resume loads
 (``Run.resume`` drops the rows of a timeline it abandons).
@@ -17,6 +19,9 @@ Invariant: the rows of ``log.csv`` and ``eval.csv`` never go past the step of th
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -71,6 +76,13 @@ class Run:
     ``updated`` after each gradient step, ``game_over`` when a game ends, ``evaluate`` every ``cfg.eval_every``
     steps, ``save`` when ``save_due()`` says so and at the end, ``close`` last. Raises ``CheckpointError`` when the
     folder's state was saved with other fixed settings (``records.RESUME_FIXED``) or does not fit what was built.
+
+    The writer: ``Run(...)`` notes the function that built it (the loop): its module's ``__name__``, its qualified
+    name and its source file. ``resume`` writes that, atomically, to ``writer.json`` (``WRITER_FILE``) when it
+    first writes a folder that holds no saved state and no writer record yet; later sessions on the folder keep the
+    first writer. A folder with a saved state but no record (a ``python -m dqn_course.train`` run, or one begun
+    before ``Run`` recorded its writer) stays without one. Why: ``checks.check_capstone`` judges the learner's own
+    loop, so it refuses a run with no record or one written by the course's code (``written_by_the_course``).
     """
 
     def __init__(self, folder: str | Path, cfg: Config, save_minutes: float = 5.0):
@@ -85,6 +97,7 @@ class Run:
         self._games: GameLog | None = None
         self._evals: CsvLog | None = None
         self._saved_at = time.monotonic()
+        self.writer = _caller()
 
     def _parts(self, q, target, optimizer, rng) -> SimpleNamespace:
         if not (isinstance(q, torch.nn.Module) and isinstance(target, torch.nn.Module)):
@@ -101,12 +114,15 @@ class Run:
         folder holds none: a fresh run, with fresh logs)."""
         parts = self._parts(q, target, optimizer, rng)
         step = None
-        if self.folder.is_dir() and list_checkpoints(self.folder):
+        fresh = not (self.folder.is_dir() and list_checkpoints(self.folder))
+        if not fresh:
             arrays, meta, _ = load_resume(dataclasses.replace(self.cfg, resume=str(self.folder)))  # checks RESUME_FIXED
             self.counters = restore_training_state(arrays, meta, parts, memory)
             memory.end_episode()  # the game restarts: the next transition begins a new episode
             step = self.counters["step"]
         self.folder.mkdir(parents=True, exist_ok=True)
+        if fresh and not (self.folder / WRITER_FILE).exists():
+            _write_json(self.folder / WRITER_FILE, self.writer)
         device = next(q.parameters()).device
         self.stats = UpdateStats(device)
         self._games = GameLog(CsvLog(self.folder / "log.csv", LOG_FIELDS, step), 1, step or 0, self.counters)
@@ -176,6 +192,59 @@ class Run:
         for log in (self._games.log if self._games else None, self._evals):
             if log is not None:
                 log.close()
+
+
+WRITER_FILE = "writer.json"  # in a run folder: the loop that first wrote it (Run's docstring)
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # dqn_course/
+
+
+def _caller() -> dict:
+    """The function that called ``Run(...)``, skipping this module's frames and the argument checker's wrapper:
+    ``module`` (its globals' ``__name__``), ``qualname`` and ``file`` (its code's file name)."""
+    frame = sys._getframe(1)
+    while frame is not None and (frame.f_globals.get("__name__") == __name__
+                                 or frame.f_code.co_filename.startswith("<checked ")):
+        frame = frame.f_back
+    if frame is None:
+        return {"module": None, "qualname": None, "file": None}
+    return {"module": frame.f_globals.get("__name__"), "qualname": frame.f_code.co_qualname,
+            "file": frame.f_code.co_filename}
+
+
+def _write_json(path: Path, record: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(tmp, path)  # atomic: a reader sees the whole record or none
+
+
+def read_writer(folder: str | Path) -> dict | None:
+    """The writer record of a run folder (``module``, ``qualname``, ``file``; see ``Run``), or None when it holds
+    none. Raises ``ValueError`` for a record that is not a JSON object."""
+    path = Path(folder) / WRITER_FILE
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path} is damaged: {e}") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path} is damaged: it holds a {type(record).__name__}, not a JSON object")
+    return record
+
+
+def written_by_the_course(writer: dict) -> bool:
+    """Whether a writer record names the course's code: a module named ``dqn_course`` or ``dqn_course.<...>``, or a
+    source file inside the ``dqn_course`` package (``python -m dqn_course.lab.capstone_solution`` runs its loop in
+    a module named ``__main__``)."""
+    module, file = str(writer.get("module") or ""), writer.get("file")
+    if module == "dqn_course" or module.startswith("dqn_course."):
+        return True
+    if not isinstance(file, str) or file.startswith("<"):
+        return False
+    try:
+        return Path(file).resolve().is_relative_to(_PACKAGE_DIR)
+    except (OSError, ValueError):
+        return False
 
 
 # -- the gate: does the learner's run pass, and if not, why not? -----------------------------------------------------

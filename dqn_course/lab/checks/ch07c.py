@@ -14,17 +14,20 @@ def check_capstone(run: str | Path | None, games: Count = 30) -> bool | None:
     whole games on seeds the run never used (ε = 0.05, unclipped score, ``dqn_course.evaluate``), beside random
     play on the same games; it passes at a mean of ``capstone.GATE_SCORE`` or more over 30 games.
 
-    ``None`` (not run yet) while ``run`` is None, does not exist or is a folder with no policy file. A policy the
-    course recorded is refused before any game is played: one with the same bytes as a ``checkpoint.pt`` under the
-    repository's ``data/`` (the course's runs there, or a copy of one), since the gate judges a run the learner's
-    own loop trained. Raises ``AssertionError`` for such a policy, a damaged file, or a score below the gate (with
-    the score, random play, their ratio and the likely causes read from the run's ``log.csv``,
-    ``capstone.diagnose``).
+    ``None`` (not run yet) while ``run`` is None, does not exist or is a folder with no policy file. The gate
+    judges a run the learner's own loop trained, so before any game is played it refuses: a policy the course
+    recorded (the same bytes as a ``checkpoint.pt`` under the repository's ``data/``: the course's runs there, or a
+    copy of one); a policy whose folder holds no writer record (``capstone.WRITER_FILE``, written by
+    ``capstone.Run``: a folder not written through ``Run``, such as ``python -m dqn_course.train``'s); and one whose
+    writer is the course's code (``capstone.written_by_the_course``: ``capstone_solution.dqn_loop``, the gallery's
+    loops). A loop defined in the learner's notebook (module ``__main__``) passes this. Raises ``AssertionError``
+    for such a policy, a damaged file, or a score below the gate (with the score, random play, their ratio and the
+    likely causes read from the run's ``log.csv``, ``capstone.diagnose``).
     """
     if run is None:
         return _not_answered_yet("train your loop into a run folder and pass the folder")
     from dqn_course.evaluate import PolicyFileError, policy_path, policy_vs_random
-    from dqn_course.lab.capstone import gate_verdict
+    from dqn_course.lab.capstone import WRITER_FILE, gate_verdict, read_writer, written_by_the_course
 
     path = Path(run)
     if not path.exists():
@@ -37,6 +40,18 @@ def check_capstone(run: str | Path | None, games: Count = 30) -> bool | None:
     assert recorded is None, (
         f"{file} is the policy of {recorded}, a run the course recorded (or a copy of it), not one your loop "
         "trained: the gate judges your own run (section 6)")
+    try:
+        writer = read_writer(file.parent)
+    except ValueError as e:
+        raise AssertionError(f"{e}: the gate cannot tell which loop wrote {file.parent}") from None
+    assert writer is not None, (
+        f"{file.parent} holds no {WRITER_FILE}, the record of the loop that wrote it, which capstone.Run writes when "
+        "a loop first writes a new folder: this run was not written through capstone.Run (python -m "
+        "dqn_course.train's folders are not) or was begun before Run kept that record. The gate judges a run your "
+        "loop trained: train your loop of section 4 into a new folder (section 6)")
+    assert not written_by_the_course(writer), (
+        f"{file.parent} was written by {writer.get('module')}.{writer.get('qualname')} ({writer.get('file')}), the "
+        "course's own code, not your loop: the gate judges a run your loop of section 4 trained (section 6)")
     try:
         result = policy_vs_random(file, games=games)
     except PolicyFileError as e:
