@@ -92,7 +92,7 @@ def kill_session(command: list[str], cwd: str | Path, games: Count, timeout: flo
 
 
 def _game_steps(run_dir: Path) -> list[int]:
-    """The steps at which the games logged in ``run_dir/log.csv`` ended (none while it does not exist)."""
+    """The steps at which the games logged in the folder's ``log.csv`` ended (none while it does not exist)."""
     try:
         lines = (run_dir / "log.csv").read_text().splitlines()[1:]
     except OSError:
