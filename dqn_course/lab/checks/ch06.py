@@ -468,7 +468,7 @@ PREDICTIONS.update({
         806_400 / 7_072: "that is the top rung, raw 4-stacks of s and s'; the blog agent keeps one gray image per step "
                          "(notebook 01, sections 1 and 2)"},
         "set what the blog agent keeps alive per step (notebook 01, sections 1 and 2) against the bottom rung's frame "
-        "and its slot's bookkeeping (notebook 04); RSS adds a little per step to the blog's figure"),
+        "and its slot's bookkeeping (notebook 04); both measured figures carry a little RSS beyond what is stored"),
 })
 
 
