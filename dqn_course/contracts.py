@@ -310,10 +310,12 @@ def _deferred(module: str, qualname: str) -> type:
     return cls
 
 
-def _type_checking_names(module: types.ModuleType | None) -> dict[str, type]:
-    """The names ``module`` imports under ``if TYPE_CHECKING:`` (read from its source), each as a deferred class."""
+@functools.cache
+def _type_checking_names(module_name: str) -> dict[str, type]:
+    """The names module ``module_name`` (loaded) imports under ``if TYPE_CHECKING:``, each as a deferred class: its
+    source is read once per module, however many of its functions resolve their annotations. Read-only."""
     try:
-        tree = ast.parse(inspect.getsource(module))
+        tree = ast.parse(inspect.getsource(sys.modules[module_name]))
     except (OSError, TypeError):  # no source (a module built at run time): nothing deferred
         return {}
     names: dict[str, type] = {}
@@ -340,7 +342,7 @@ def _hints(func: Callable) -> dict[str, Any]:
         return typing.get_type_hints(func, include_extras=True)
     except NameError:  # or a function pickled by value, whose globals hold only the names its code reads
         module = sys.modules.get(func.__module__) or importlib.import_module(func.__module__)
-        names = {name: cls._real() or cls for name, cls in _type_checking_names(module).items()}
+        names = {name: cls._real() or cls for name, cls in _type_checking_names(module.__name__).items()}
         return typing.get_type_hints(func, globalns={**names, **vars(module), **func.__globals__},
                                      include_extras=True)
 
