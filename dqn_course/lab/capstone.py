@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ from dqn_course.allocation import check_run
 from dqn_course.contracts import Probability, check_module
 from dqn_course import check_arg, quick_mode
 from dqn_course.agent import DQNAgent, batch_to_tensors, update_stats
-from dqn_course.checkpoint import list_checkpoints, restore_training_state
+from dqn_course.checkpoint import list_checkpoints, replacing, restore_training_state
 from dqn_course.learner import UpdateStats
 from dqn_course.replay.base import Batch, MemoryLike
 from dqn_course.config import PRESETS, Config
@@ -122,7 +121,8 @@ class Run:
             step = self.counters["step"]
         self.folder.mkdir(parents=True, exist_ok=True)
         if fresh and not (self.folder / WRITER_FILE).exists():
-            _write_json(self.folder / WRITER_FILE, self.writer)
+            with replacing(self.folder / WRITER_FILE) as tmp:  # a reader sees the whole record or none
+                tmp.write_text(json.dumps(self.writer, indent=1) + "\n")
         device = next(q.parameters()).device
         self.stats = UpdateStats(device)
         self._games = GameLog(CsvLog(self.folder / "log.csv", LOG_FIELDS, step), 1, step or 0, self.counters)
@@ -209,12 +209,6 @@ def _caller() -> dict:
         return {"module": None, "qualname": None, "file": None}
     return {"module": frame.f_globals.get("__name__"), "qualname": frame.f_code.co_qualname,
             "file": frame.f_code.co_filename}
-
-
-def _write_json(path: Path, record: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n")
-    os.replace(tmp, path)  # atomic: a reader sees the whole record or none
 
 
 def read_writer(folder: str | Path) -> dict | None:
