@@ -323,24 +323,31 @@ class _Limiter:
 
 
 def test_a_rate_limiter_holds_samples_per_step(session):
-    # batch 8 x 3 updates per call = 24 samples a learner call, 20 x 2 = 40 a worker call: a tolerance of 48 covers both
+    # a tolerance of 8 samples, below what one worker call (20 steps x 2 = 40 samples owed) or one learner call (3
+    # batches of 8 = 24 samples) would move: the driver grants each call what the limiter allows, a transition or a
+    # sample at a time, so a limiter right for single requests is not deadlocked by the size of the calls
     cfg = dataclasses.replace(TINY, num_workers=2, total_steps=400, buffer_size=1_000)
-    summary = run(cfg, rate_limiter=_Limiter(2.0, cfg.learning_starts, 48))
+    summary = run(cfg, rate_limiter=_Limiter(2.0, cfg.learning_starts, 8))
     beyond = summary["steps"] - cfg.learning_starts
     assert summary["updates"] > 0 and summary["steps"] >= cfg.total_steps
-    assert abs(summary["updates"] * cfg.batch_size - 2.0 * beyond) <= 48 + cfg.batch_size * cfg.updates_per_call
+    assert abs(summary["updates"] * cfg.batch_size - 2.0 * beyond) <= 8
+    # the replay drew exactly the batches the limiter granted: none drawn ahead of a grant (prefetch)
+    assert summary["replay"]["sampled"] == summary["updates"] * cfg.batch_size
 
 
-def test_a_limiter_that_refuses_both_sides_stops_the_run(session):
-    class Never(_Limiter):
-        def may_insert(self, inserted, sampled):
-            return inserted < self.min_size
+class _Never(_Limiter):
+    def may_sample(self, inserted, sampled):
+        return False
 
-        def may_sample(self, inserted, sampled):
-            return False
 
-    with pytest.raises(RuntimeError, match="deadlock"):
-        run(TINY, rate_limiter=Never(2.0, TINY.learning_starts, 48))
+@pytest.mark.parametrize("limiter, message", [
+    (_Never(2.0, TINY.learning_starts, 48), "refuses both sides with nothing in flight.*whole batch of 8"),
+    # its minimum below learning_starts: samples are owed before the learner may start, and the workers are held
+    (_Limiter(2.0, TINY.learning_starts // 3, 8), "before the learner starts at learning_starts = 60"),
+])
+def test_a_limiter_that_refuses_both_sides_stops_the_run(session, limiter, message):
+    with pytest.raises(RuntimeError, match=f"{message}.*deadlock|deadlock.*{message}"):
+        run(TINY, rate_limiter=limiter)
 
 
 JOIN = """

@@ -62,10 +62,12 @@ def run(cfg: DistConfig, address: str | None = None, callback: Callable[[Progres
     SIGHUP included (``cleanup.exit_on_signals``); a session started here is closed (a joined cluster stays up).
 
     ``rate_limiter``, when given, holds samples per step at its target (notebook 10's exercise): an object with
-    ``may_insert(inserted, sampled)`` and ``may_sample(inserted, sampled)``. The driver asks it before each worker
-    call, for the call's last transition, and before each learner call, for its last sample, and holds back the
-    side it refuses (``_Gate``); with none, workers and learner run free. A limiter that refuses both sides while
-    nothing is in flight stops the run with ``RuntimeError``.
+    ``may_insert(inserted, sampled)`` and ``may_sample(inserted, sampled)``. Before each worker call the driver asks
+    it about each transition of the call in turn and sends the worker for those it grants (up to ``cfg.chunk``);
+    before each learner call it asks about each sample and sends the learner for the whole batches it grants (up
+    to ``cfg.updates_per_call``), drawn from the replay only then (``Learner.train``'s ``draw_ahead``). A side
+    granted nothing waits (``_Gate``); with no limiter, workers and learner run free. A limiter that refuses both
+    sides while nothing is in flight stops the run with ``RuntimeError`` (a deadlock).
     """
     cfg.validate()
     with exit_on_signals():
@@ -188,62 +190,73 @@ class _Tally:
 
 @dataclass
 class _Gate:
-    """Asks a rate limiter (or nobody) whether a worker call or a learner call may start now.
+    """Asks a rate limiter (or nobody) how much of a worker call or a learner call may start now.
 
+    It asks one transition, or one sample, at a time, as the limiter expects, and stops at the first refusal.
     Counts are the completed ones, and the calls in flight on the side that asks: a worker call is judged as if
-    every chunk in flight were stored and no learner call in flight had sampled yet, a learner call the other way
-    round, so neither side goes on a count the other has not reached. With nothing in flight the counts are exact.
+    every chunk in flight were stored and the learner call in flight had sampled nothing yet, a learner call the
+    other way round, so neither side goes on a count the other has not reached. With nothing in flight the counts
+    are exact.
     """
 
     limiter: _RateLimiting | None
     cfg: DistConfig
 
-    def may_collect(self, tally: _Tally, chunks_in_flight: int) -> bool:
-        """May one more worker call (``cfg.chunk`` transitions) start?"""
+    def steps(self, tally: _Tally, steps_in_flight: int) -> int:
+        """The transitions, 0 to ``cfg.chunk``, the next worker call may play and store."""
         if self.limiter is None:
-            return True
-        inserted = tally.progress.steps + self.cfg.chunk * (chunks_in_flight + 1)
-        return bool(self.limiter.may_insert(inserted - 1, tally.progress.updates * self.cfg.batch_size))
+            return self.cfg.chunk
+        inserted, sampled = tally.progress.steps + steps_in_flight, tally.progress.updates * self.cfg.batch_size
+        granted = 0
+        while granted < self.cfg.chunk and self.limiter.may_insert(inserted + granted, sampled):
+            granted += 1
+        return granted
 
-    def may_train(self, tally: _Tally) -> bool:
-        """May one more learner call (``cfg.updates_per_call`` batches) start?"""
+    def updates(self, tally: _Tally) -> int:
+        """The updates, 0 to ``cfg.updates_per_call``, the next learner call may make: whole batches, each of
+        whose samples the limiter grants."""
         if self.limiter is None:
-            return True
-        sampled = (tally.progress.updates + self.cfg.updates_per_call) * self.cfg.batch_size
-        return bool(self.limiter.may_sample(tally.progress.steps, sampled - 1))
+            return self.cfg.updates_per_call
+        inserted, sampled = tally.progress.steps, tally.progress.updates * self.cfg.batch_size
+        granted, most = 0, self.cfg.updates_per_call * self.cfg.batch_size
+        while granted < most and self.limiter.may_sample(inserted, sampled + granted):
+            granted += 1
+        return granted // self.cfg.batch_size
 
 
 def _event_loop(cfg: DistConfig, started: _Started, callback: Callable[[Progress], None] | None,
                 t_start: float, rate_limiter: _RateLimiting | None = None) -> _Tally:
-    """Keep every worker collecting and the learner training until the run is done, each call started when
-    ``rate_limiter`` lets it (``_Gate``); then wait for the calls in flight. After each result ``callback`` gets
+    """Keep every worker collecting and the learner training until the run is done, each call as large as
+    ``rate_limiter`` lets it be (``_Gate``); then wait for the calls in flight. After each result ``callback`` gets
     the progress; a silence of ``cfg.pending_report_seconds`` is reported on stderr with where each awaited actor
     stands. Raises ``RuntimeError`` when the limiter holds back both sides with nothing in flight."""
     n, workers, learner = cfg.num_workers, started.workers, started.learner
     tally = _Tally(Progress(workers=workers, alive=set(range(n))), [0] * n, [-1] * n, [None] * n)
     gate = _Gate(rate_limiter, cfg)
-    pending: dict = {}
+    pending: dict = {}  # worker call -> (worker, its steps)
     idle = set(range(n))  # live workers with no call in flight
     learner_ref = None
     last_result = time.monotonic()
     while True:
         if not tally.done(cfg):
             for i in sorted(idle & tally.progress.alive):
-                if not gate.may_collect(tally, len(pending)):
+                steps = gate.steps(tally, sum(k for _, k in pending.values()))
+                if steps == 0:
                     break
-                pending[workers[i].collect.remote(cfg.chunk)] = i
+                pending[workers[i].collect.remote(steps)] = (i, steps)
                 idle.discard(i)
-            if learner_ref is None and tally.progress.steps >= cfg.learning_starts and gate.may_train(tally):
-                learner_ref = learner.train.remote(cfg.updates_per_call)
+            if learner_ref is None and tally.progress.steps >= cfg.learning_starts:
+                updates = gate.updates(tally)
+                if updates > 0:
+                    learner_ref = learner.train.remote(updates, draw_ahead=rate_limiter is None)
         if not pending and learner_ref is None:
             if tally.done(cfg):
                 break
-            raise RuntimeError(f"the rate limiter refuses both sides with nothing in flight, after "
-                               f"{tally.progress.steps:,} steps and {tally.progress.updates:,} updates: a deadlock")
+            raise _deadlock(cfg, tally)
         waiting = list(pending) + ([learner_ref] if learner_ref is not None else [])
         ready, _ = ray.wait(waiting, num_returns=1, timeout=cfg.pending_report_seconds)
         if not ready:  # nothing for a while: say who we wait for and how they stand, then keep waiting
-            names = [f"worker {i}" for i in sorted(pending.values())] + (["learner"] if learner_ref else [])
+            names = [f"worker {i}" for i, _ in sorted(pending.values())] + (["learner"] if learner_ref else [])
             unavailable: list[str] = []
             report(f"no result for {time.monotonic() - last_result:.0f} s from "
                    + "; ".join(f"{name} ({actor_status(started.requests[name][0], unavailable)})" for name in names)
@@ -256,11 +269,11 @@ def _event_loop(cfg: DistConfig, started: _Started, callback: Callable[[Progress
             tally.learner_result(ray.get(ref), now)
             learner_ref = None
         else:
-            i = pending.pop(ref)
+            i, steps = pending.pop(ref)
             try:
                 stats = ray.get(ref)
             except ActorUnavailableError:  # unreachable for a moment (restarting, network): ask again
-                pending[workers[i].collect.remote(cfg.chunk)] = i
+                pending[workers[i].collect.remote(steps)] = (i, steps)
                 continue
             except ActorDiedError as err:  # killed for good or out of restarts: report it, go on without it
                 tally.worker_died(i, err)
@@ -272,6 +285,20 @@ def _event_loop(cfg: DistConfig, started: _Started, callback: Callable[[Progress
             callback(tally.progress)
     tally.t_end = time.perf_counter()
     return tally
+
+
+def _deadlock(cfg: DistConfig, tally: _Tally) -> RuntimeError:
+    """The error for a rate limiter that grants neither side anything while nothing is in flight."""
+    steps, updates = tally.progress.steps, tally.progress.updates
+    if steps < cfg.learning_starts:
+        return RuntimeError(
+            f"the rate limiter refuses the workers after {steps:,} transitions, before the learner starts at "
+            f"learning_starts = {cfg.learning_starts:,}: nothing can move (a deadlock); a limiter must let the "
+            f"workers store freely until then (its minimum size at least learning_starts)")
+    return RuntimeError(
+        f"the rate limiter refuses both sides with nothing in flight, after {steps:,} transitions and {updates:,} "
+        f"updates: no worker may store one more transition and the learner may not draw a whole batch of "
+        f"{cfg.batch_size} samples (a deadlock)")
 
 
 # -- the summary -------------------------------------------------------------------------------------------

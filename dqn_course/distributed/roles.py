@@ -150,6 +150,7 @@ class ReplayServer(_Role):
         self.memory = MultiStreamMemory(capacity, num_streams, seed=seed, prefault=prefault)
         self.held: list[Transition | None] = [None] * num_streams
         self.received = [0] * num_streams  # transitions received per stream
+        self.sampled = 0  # transitions drawn for batches, all calls together
 
     def add_chunk(self, chunk: Chunk) -> int:
         """Store a worker's chunk in its stream; returns the transitions received so far (all streams)."""
@@ -169,7 +170,9 @@ class ReplayServer(_Role):
 
     def sample(self, batch_size: Count, count: Count = 1) -> list[Batch]:
         """``count`` independent batches in one call: one round trip feeds several learner updates."""
-        return [self.memory.sample(batch_size) for _ in range(count)]
+        batches = [self.memory.sample(batch_size) for _ in range(count)]
+        self.sampled += batch_size * count
+        return batches
 
     def stream_transitions(self, stream: int) -> Batch:
         """Every sampleable transition of one stream, oldest first (to check what arrived)."""
@@ -178,7 +181,9 @@ class ReplayServer(_Role):
         return s.batch_at(slots[np.argsort(s.ids[slots])])
 
     def stats(self) -> dict:
-        return {"received": list(self.received), "stored": len(self.memory), "nbytes": self.memory.nbytes}
+        """Transitions received per stream, stored (sampleable) and drawn for batches; the memory's bytes."""
+        return {"received": list(self.received), "stored": len(self.memory), "sampled": self.sampled,
+                "nbytes": self.memory.nbytes}
 
 
 class ParameterServer(_Role):
@@ -307,19 +312,31 @@ class Learner(_Role):
         """Push the current weights to the parameter server; returns their version (= updates so far)."""
         return ray.get(self.ps.push.remote(self.updates, weights_to_numpy(self.agent.q)))
 
-    def _next_batch(self) -> Batch:
+    def _request(self, left: int | None) -> None:
+        """Ask the replay for the next ``prefetch`` batches, or for at most ``left`` (none when ``left`` is 0)."""
+        n = self.cfg.prefetch if left is None else min(self.cfg.prefetch, left)
+        self.next_ref = self.replay.sample.remote(self.cfg.batch_size, n) if n > 0 else None
+
+    def _next_batch(self, left: int | None) -> Batch:
+        """The next batch; ``left``: the batches the current call still needs, this one included (None: no bound,
+        the next request may draw beyond the call)."""
         if not self.queue:
             if self.next_ref is None:
-                self.next_ref = self.replay.sample.remote(self.cfg.batch_size, self.cfg.prefetch)
+                self._request(left)
             self.queue = ray.get(self.next_ref)[::-1]
-            self.next_ref = self.replay.sample.remote(self.cfg.batch_size, self.cfg.prefetch)
+            self._request(None if left is None else left - len(self.queue))
         return _writable(self.queue.pop())
 
-    def train(self, updates: int) -> dict:
-        """``updates`` gradient steps; returns the running count, mean loss and the time they took."""
+    def train(self, updates: int, draw_ahead: bool = True) -> dict:
+        """``updates`` gradient steps; returns the running count, mean loss and the time they took.
+
+        ``draw_ahead``: the replay draws the next ``prefetch`` batches while the learner learns, beyond this
+        call too (the next call finds them ready). False draws only the batches this call uses, so the samples
+        drawn from the replay are exactly ``updates`` batches when the call returns: what a rate limiter counts.
+        """
         t0, losses = time.perf_counter(), []
-        for _ in range(updates):
-            losses.append(self.agent.learn(self._next_batch()))
+        for k in range(updates):
+            losses.append(self.agent.learn(self._next_batch(None if draw_ahead else updates - k)))
             self.updates += 1
             if self.updates % self.cfg.target_sync_every == 0:
                 self.agent.sync_target()
