@@ -76,12 +76,14 @@ class FireOnReset(gym.Wrapper):
 
 
 def make_breakout(seed: int | None = None, frame_stack: Count = 4, max_episode_steps: int | None = None,
-                  render_mode: str | None = None, noop_max: int = 30) -> gym.Env:
+                  render_mode: str | None = None, noop_max: int = 30, scale_obs: bool = False) -> gym.Env:
     """One Breakout environment with the DQN preprocessing above; ``reset(seed=...)`` is done for you.
 
     ``max_episode_steps`` caps an episode in agent steps (for quick demos); by default the ALE's
     own limit of 108,000 frames (27,000 agent steps) truncates it. ``frame_stack=1`` gives single
-    84x84 frames, which is what the frame-sharing memory stores.
+    84x84 frames, which is what the frame-sharing memory stores. ``scale_obs=True`` hands out the frames
+    as float32 in [0, 1] (``AtariPreprocessing``'s own flag, 4 bytes a pixel), the common practice
+    notebook 02 measures; the course's memories and networks take the default, ``uint8``.
     """
     check_arg("seed", seed, integer=True, low=0, optional=True)
     check_arg("frame_stack", frame_stack, integer=True, low=1)
@@ -90,7 +92,7 @@ def make_breakout(seed: int | None = None, frame_stack: Count = 4, max_episode_s
     _register()
     env = gym.make(ENV_ID, frameskip=1, repeat_action_probability=0.0, render_mode=render_mode)
     env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=4, screen_size=84, terminal_on_life_loss=False,
-                             grayscale_obs=True, scale_obs=False)
+                             grayscale_obs=True, scale_obs=scale_obs)
     if max_episode_steps is not None:
         env = gym.wrappers.TimeLimit(env, max_episode_steps)
     env = RecordEpisodeStatistics(env)

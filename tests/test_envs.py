@@ -182,3 +182,23 @@ def test_random_frames_feed_the_frame_sharing_memory():
             assert batch.actions[k] == a and batch.rewards[k] == np.float32(r) and batch.dones[k] == float(done)
         seen |= set(batch.ids.tolist())
     assert len(seen) > n // 2
+
+
+def test_scale_obs_hands_out_the_same_frames_as_float32_in_0_1():
+    """``make_breakout(scale_obs=True)`` (notebook 02's floats as they leave the environment): the same game, each
+    frame float32 at 4 bytes a pixel, equal to the uint8 frame over 255; the default stays uint8."""
+    plain, scaled = make_breakout(seed=5), make_breakout(seed=5, scale_obs=True)
+    for env in (plain, scaled):
+        env.action_space.seed(5)
+    pairs = [(plain.reset(seed=5)[0], scaled.reset(seed=5)[0])]
+    for _ in range(30):
+        action = plain.action_space.sample()
+        scaled.action_space.sample()
+        pairs.append((plain.step(action)[0], scaled.step(action)[0]))
+    plain.close(), scaled.close()
+    for frames, floats in pairs:
+        assert frames.dtype == np.uint8 and floats.dtype == np.float32 and floats.shape == frames.shape == (4, 84, 84)
+        assert floats.nbytes == 4 * frames.nbytes and 0 <= floats.min() and floats.max() <= 1
+        assert np.allclose(floats, frames / 255, atol=1e-6)
+    with pytest.raises(TypeError):
+        make_breakout(seed=0, scale_obs=1)
