@@ -19,7 +19,7 @@ from dqn_course.lab.checks.ch04_05 import check_ring, check_stack_at
 from dqn_course.lab.checks.ch06 import (PAIR_HINT, TD_BATCH, TD_GAMMA, TD_LOSS_BATCH, TD_N_ACTIONS, check_td_loss,
                                         check_td_targets)
 from dqn_course.lab.checks.ch06b import check_bytes_per_transition
-from dqn_course.lab.checks.ch07 import EPSILON_CASES, check_epsilon_schedule, check_resume_from
+from dqn_course.lab.checks.ch07 import EPSILON_CASES, check_epsilon_schedule, check_resume_from, check_run_warnings
 from dqn_course.lab.checks.ch07c import CAPSTONE_STOP, check_capstone, check_capstone_loop
 from dqn_course.lab.checks.ch08 import check_sum_tree_find
 from dqn_course.lab.checks.ch09 import (check_checkpoint_to_resume, check_compressed_slot,
@@ -32,7 +32,8 @@ __all__ = ['REDO', 'check_prediction', 'Prediction', 'PREDICTIONS', 'QUESTIONS',
            'check_pretouch',
            'check_preprocess', 'check_stack_at', 'check_ring', 'PAIR_HINT', 'TD_BATCH', 'TD_N_ACTIONS', 'TD_GAMMA',
            'check_td_targets', 'TD_LOSS_BATCH', 'check_td_loss', 'EPSILON_CASES',
-           'check_epsilon_schedule', 'check_resume_from', 'check_capstone', 'check_capstone_loop', 'CAPSTONE_STOP',
+           'check_epsilon_schedule', 'check_resume_from', 'check_run_warnings', 'check_capstone', 'check_capstone_loop',
+           'CAPSTONE_STOP',
            'check_sum_tree_find', 'check_compressed_slot',
            'check_checkpoint_to_resume',
            'check_save_atomically', 'check_rate_limiter', 'check_bytes_per_transition', 'check_scaled_net']

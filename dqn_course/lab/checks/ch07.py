@@ -134,6 +134,129 @@ def check_epsilon_schedule(epsilon_schedule) -> bool | None:
                    "decay_steps, then end")
 
 
+_LOSS = "section 5, *TD loss*"
+_MAXQ = "section 5, *Mean max-Q*"
+_EPS_FLOOR = "section 5, *ε, replay fill and RSS*"
+WARNING_COLUMNS = ("loss", "q_max", "epsilon")  # what run_warnings may flag: the log.csv columns that show trouble
+
+
+def _synthetic_log(games: int = 200, *, gamma: float = 0.99, q_top: float = 5.0, loss_jump: bool = False,
+                   eps_stuck: bool = False) -> dict:
+    """A ``log.csv`` as ``playback.read_log`` returns it (column -> float array), made up for ``check_run_warnings``:
+    ``games`` rows, the first tenth before learning starts (loss and max-Q NaN, no updates yet); the loss rising
+    tenfold as the agent improves (healthy); max-Q rising to ``q_top``; ε falling in a straight line from 1 to 0.01
+    over the first half of the games, rounded to 4 decimals as log.csv writes it. ``loss_jump``: one late game's
+    loss a thousand times its level; ``eps_stuck``: ε rises again after the decay, as after a resume with a larger
+    total_steps (notebook 07's Question 1), and ends at about 0.26."""
+    import numpy as np
+
+    i = np.arange(games, dtype=float)
+    learning = i >= games // 10
+    progress = np.clip((i - games // 10) / (games - games // 10 - 1), 0, 1)
+    loss = np.where(learning, 0.01 * 10 ** progress * (1 + 0.2 * np.sin(i)), np.nan)
+    if loss_jump:
+        loss[int(games * 0.8)] *= 1_000
+    q_max = np.where(learning, q_top * progress ** 2 + 0.01 * np.cos(i), np.nan)
+    epsilon = np.round(np.maximum(0.01, 1 - 0.99 * i / (games // 2)), 4)
+    if eps_stuck:
+        epsilon[games * 3 // 4:] = np.round(np.linspace(0.3, 0.26, games - games * 3 // 4), 4)
+    steps = np.cumsum(np.full(games, 150.0))
+    return {"step": steps, "episode_return": np.round(5 * progress), "episode_length": np.full(games, 150.0),
+            "loss": loss, "q_max": q_max, "grad_norm": np.where(learning, 0.5, np.nan), "epsilon": epsilon,
+            "replay_size": np.minimum(steps, 10_000), "rss_mb": np.full(games, 500.0),
+            "steps_per_s": np.full(games, 100.0)}
+
+
+def check_run_warnings(run_warnings) -> bool | None:
+    """Notebook 07: ``run_warnings(log, gamma, eps_end)``, the columns of a finished run's ``log.csv`` that show
+    trouble: a set of names from ``WARNING_COLUMNS``, empty for a healthy run.
+
+    ``log`` is a dict of float arrays, one per column, as ``playback.read_log`` returns it (NaN where a game had no
+    updates). The rules are section 5's: ``"q_max"`` when any game's mean max-Q is above 1 / (1 - ``gamma``), the
+    largest discounted return of rewards clipped to 1; ``"loss"`` when any game's loss is more than 100 times the
+    median of the run's logged losses (a jump by orders of magnitude, not the slow rise of a learning agent);
+    ``"epsilon"`` when the last game's ε is more than 0.001 above the floor ``eps_end``. Checked by behaviour on
+    made-up logs (``_synthetic_log``): a healthy run with NaN rows before learning starts and a loss that rises
+    tenfold (nothing flagged); max-Q past the bound, at γ = 0.99 and at γ = 0.9; a max-Q of 300 at γ = 0.999 (no
+    divergence); one game's loss a thousand times its level; ε rising again after its decay; all three at once. The
+    log's arrays must come back unchanged. The course's code and any def that calls it are refused
+    (``_require_learners_code``). Raises ``AssertionError`` naming the log and the rule it missed or misapplied.
+    """
+    if run_warnings is None:
+        return _not_answered_yet("write run_warnings(log, gamma, eps_end)")
+    _require_learners_code(run_warnings, "run_warnings(log, gamma, eps_end)",
+                           "a def that reads a run's loss, max-Q and ε columns against section 5's rules (section 5, "
+                           "*Reading a run's diagnostics*)")
+    import numpy as np
+
+    cases = (  # (what the log is, its arguments, the right answer)
+        ("a healthy run: learning from a tenth of its games on, its loss rising tenfold, max-Q up to 5",
+         _synthetic_log(), 0.99, set()),
+        ("a run whose max-Q climbs to 150 with γ = 0.99", _synthetic_log(q_top=150), 0.99, {"q_max"}),
+        ("a healthy run with γ = 0.999 and a max-Q that climbs to 300", _synthetic_log(q_top=300), 0.999, set()),
+        ("a run whose max-Q climbs to 15 with γ = 0.9", _synthetic_log(q_top=15), 0.9, {"q_max"}),
+        ("a run whose loss jumps a thousandfold in one game", _synthetic_log(loss_jump=True), 0.99, {"loss"}),
+        ("a run whose ε rises again after its decay and ends near 0.26", _synthetic_log(eps_stuck=True), 0.99,
+         {"epsilon"}),
+        ("a run with all three troubles", _synthetic_log(q_top=150, loss_jump=True, eps_stuck=True), 0.99,
+         set(WARNING_COLUMNS)),
+    )
+    hints = {  # (column, flagged wrongly) -> hint
+        ("loss", True): "a loss that rises steadily is what a learning agent's TD loss often does (its targets grow "
+                        f"with its scores); trouble is a jump by orders of magnitude against the run's usual level "
+                        f"({_LOSS})",
+        ("q_max", True): "a max-Q below 1 / (1 - γ) can be an honest estimate: the bound is the largest discounted "
+                         f"return and depends on γ ({_MAXQ})",
+        ("q_max", False): "no discounted return of rewards clipped to 1 exceeds 1 / (1 - γ), a bound that depends on "
+                          f"the γ passed in ({_MAXQ})",
+        ("loss", False): f"one game's loss two orders of magnitude above the run's usual level is a jump ({_LOSS})",
+        ("epsilon", True): f"ε starts at 1 in every run; what matters is where it ends, at the floor eps_end "
+                           f"({_EPS_FLOOR})",
+        ("epsilon", False): f"a finished run's last games should play at the floor eps_end; here ε ended above it "
+                            f"({_EPS_FLOOR})",
+    }
+
+    def ask(log: dict, gamma: float, call: str):
+        got = _call_learner(run_warnings, (log, gamma, 0.01), call)
+        if got is None:
+            return None
+        assert isinstance(got, (set, frozenset, list, tuple)) and all(isinstance(c, str) for c in got), (
+            f"{call} returned {got!r}: return a set of column names, e.g. {{'q_max'}}, or set() when nothing is wrong")
+        unknown = set(got) - set(WARNING_COLUMNS)
+        assert not unknown, (f"{call} returned {sorted(unknown)}: name the log.csv columns that show trouble, among "
+                             f"{', '.join(repr(c) for c in WARNING_COLUMNS)}")
+        return set(got)
+
+    for what, log, gamma, right in cases:
+        kept = {k: v.copy() for k, v in log.items()}
+        call = f"run_warnings on {what} (γ = {gamma}, eps_end = 0.01)"
+        got = ask(log, gamma, call)
+        assert all(np.array_equal(log[k], kept[k], equal_nan=True) for k in log), (
+            f"{call} changed the log's arrays: read them, do not overwrite them (the caller plots them after)")
+        if got is None:
+            if all(ask(c[1], c[2], "run_warnings(log, ...)") is None for c in cases):
+                return _not_answered_yet("run_warnings still returns None; return a set of column names")
+            raise AssertionError(f"{call} returned None: return a set of column names, set() when nothing is wrong")
+        if got == right:
+            continue
+        wrong = sorted(got - right) + sorted(right - got)
+        column = wrong[0]
+        flagged = column in got
+        why = hints[column, flagged]
+        if not flagged:  # missed: is it the NaN rows before learning starts?
+            learned = ~np.isnan(log["loss"])
+            trimmed = {k: v[learned] for k, v in log.items()}
+            again = ask(trimmed, gamma, call)
+            if again is not None and column in again:
+                why = ("the games before learning starts have no updates, so their loss and max-Q are NaN; a "
+                       "comparison with NaN is False and a max or median over NaN is NaN: leave those games out "
+                       f"(section 5, *Reading a run's diagnostics*)")
+        raise AssertionError(f"{call} returned {sorted(got) or 'set()'}, not {sorted(right) or 'set()'}: "
+                             f"{'flagged' if flagged else 'missed'} {column!r}: {why}.")
+    return _passed("run_warnings flags max-Q past 1 / (1 - γ), a loss jump by orders of magnitude and ε left above "
+                   "its floor, and leaves a healthy run, whose loss rises as it learns, alone")
+
+
 _RECONNECT = "section 4, *One cell to run after every reconnect*"
 _DRIVE = "section 1, *Where the run lives*"
 
