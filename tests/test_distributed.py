@@ -22,7 +22,7 @@ from dqn_course.distributed import (Chunk, ClusterTooSmallError, DistConfig, Lea
                                     ReplayServer, RolloutWorker, check_cluster_fits, main, parse_command, run,
                                     weights_to_numpy, worker_epsilons)
 from dqn_course.envs import make_breakout
-from dqn_course.lab.scaling import add_ratios, best_rounds, verdict
+from dqn_course.lab.scaling import add_ratios, best_rounds, verdict, worker_counts
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = DistConfig(num_workers=1, total_steps=200, buffer_size=600, chunk=20, learning_starts=60, batch_size=8,
@@ -222,9 +222,20 @@ def test_scaling_verdict_names_where_workers_stop_helping():
     text = verdict(rows, cores=2)  # 1 -> 2 workers: 1.90x the steps but half the updates
     assert "1 -> 2 workers: 1.90x env steps/s, 0.50x updates/s" in text
     assert "stops helping at 2 workers" in text and "costs the learner 50%" in text
+    # every process that keeps a core busy is counted: the workers, the learner and the replay actor
+    assert "With 2 workers, 4 processes are busy" in text and "more than the 2 cores" in text and "take turns" in text
     rows[2]["updates_per_s"] = 19  # now 1 -> 2 helps; 2 -> 4 adds only 5% steps
-    assert "stops helping at 4 workers: that step changes env steps/s by +5%" in verdict(rows, cores=8)
-    assert "Up to 2 workers" in verdict(rows[:3], cores=8) and "had room" in verdict(rows[:3], cores=8)
+    text = verdict(rows, cores=8)
+    assert "stops helping at 4 workers: that step changes env steps/s by +5%" in text
+    assert "6 processes are busy" in text and "within the 8 cores" in text and "take turns" not in text
+    assert "6 processes are busy" in verdict(rows, cores=5) and "take turns" in verdict(rows, cores=5)
+    assert "Up to 2 workers" in verdict(rows[:3], cores=8) and "a core of its own" in verdict(rows[:3], cores=8)
+    assert "take turns" in verdict(rows[:3], cores=3)  # 4 busy processes on 3 cores, though each step helped
+
+
+def test_scaling_times_worker_counts_that_leave_each_busy_process_a_core():
+    assert worker_counts(2) == [1, 2] and worker_counts(5) == [1, 2]  # 4 workers + learner + replay actor: 6
+    assert worker_counts(6) == [1, 2, 4] and worker_counts(9) == [1, 2, 4] and worker_counts(10) == [1, 2, 4, 8]
 
 
 # -- on local Ray ------------------------------------------------------------------------------------------

@@ -43,9 +43,16 @@ def quiet_ray() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
+def busy_processes(workers: int) -> int:
+    """The processes of ``distributed.run`` that each keep a core busy: the workers, the learner and the replay
+    actor, which stores every chunk and assembles every batch. The driver, which routes their calls, and the
+    parameter server, asked once per episode, come on top of them, lightly."""
+    return workers + 2
+
+
 def worker_counts(cores: int) -> list[int]:
-    """1 and 2 workers always; 4, 8, 16, ... while a core is left for the learner."""
-    return [1, 2] + [n for n in (4, 8, 16, 32, 64) if n + 1 <= cores]
+    """1 and 2 workers always; 4, 8, 16, ... while each busy process (``busy_processes``) has a core of its own."""
+    return [1, 2] + [n for n in (4, 8, 16, 32, 64) if busy_processes(n) <= cores]
 
 
 def time_single_process(warmup: int, window: Count, buffer: int) -> dict:
@@ -123,9 +130,11 @@ def verdict(rows: list[dict], cores: int) -> str:
         if stop is None and (steps < HELPS or updates < 1 / HELPS):
             stop = (b["workers"], steps, updates)
     if stop is None:
-        lines.append(f"Up to {ray_rows[-1]['workers']} workers, each step added at least {HELPS - 1:.0%} env steps/s "
-                     f"and cost the learner less than {1 - 1 / HELPS:.0%} of its updates/s: these {cores} cores had "
-                     f"room.")
+        n = ray_rows[-1]["workers"]
+        room = ("each has a core of its own" if busy_processes(n) <= cores
+                else "they take turns on the cores, and each step still helped")
+        lines.append(f"Up to {n} workers, each step added at least {HELPS - 1:.0%} env steps/s and cost the learner "
+                     f"less than {1 - 1 / HELPS:.0%} of its updates/s. {_processes(n, cores)}: {room}.")
         return "\n".join(lines)
     n, steps, updates = stop
     what = []
@@ -133,9 +142,19 @@ def verdict(rows: list[dict], cores: int) -> str:
         what.append(f"changes env steps/s by {steps - 1:+.0%}")
     if updates < 1 / HELPS:
         what.append(f"costs the learner {1 - updates:.0%} of its updates/s")
+    why = ("they take turns on the same cores" if busy_processes(n) > cores
+           else "the number of cores alone does not explain the step's cost")
     lines.append(f"On these {cores} cores adding workers stops helping at {n} workers: that step {' and '.join(what)}. "
-                 f"{n} workers and the learner want {n + 1} cores; past {cores} they take turns on the same ones.")
+                 f"{_processes(n, cores)}: {why}.")
     return "\n".join(lines)
+
+
+def _processes(workers: int, cores: int) -> str:
+    """The busy processes of a layout (``busy_processes``) set against the cores, as a sentence without its end."""
+    busy = busy_processes(workers)
+    return (f"With {workers} worker{'s' if workers > 1 else ''}, {busy} processes are busy (the workers, the learner "
+            f"and the replay actor), {'more than' if busy > cores else 'within'} the {cores} cores, and the driver "
+            f"routes their calls beside them")
 
 
 def format_table(rows: list[dict]) -> str:
