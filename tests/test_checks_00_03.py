@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import types
 from pathlib import Path
 
@@ -78,8 +79,8 @@ def test_next_stack_none(capsys):
 
 
 def test_next_stack_passes_says_whether_the_summary_may_use_the_learners_function(capsys):
-    """Notebook 00's summary builds its top-rung transition with the learner's next_stack once it passes, and falls
-    back on the course's stream while it returns None (the committed notebook, and CI) or fails its check."""
+    """Notebook 00's summary builds its top-rung transition with the learner's next_stack once it passes, and prints
+    no figure while it returns None (the committed notebook, and CI) or fails its check."""
     assert next_stack_passes(next_stack) is True
     assert next_stack_passes(lambda s, x: None) is False
     assert next_stack_passes(WRONG_NEXT_STACK["newest first"][0]) is False
@@ -88,6 +89,38 @@ def test_next_stack_passes_says_whether_the_summary_may_use_the_learners_functio
     for wrong in (None, 3, "next_stack"):
         with pytest.raises(TypeError, match="next_stack"):
             next_stack_passes(wrong)
+
+
+def _summary_cells(next_stack, capsys) -> str:
+    """What notebook 00's two summary cells print, run with ``next_stack`` as the exercise cell's function."""
+    from itertools import islice
+
+    from dqn_course.lab.bench import play_frames, transitions
+    from dqn_course.lab.ladder import STAGES_BY_NAME
+    from dqn_course.profiling import fits_in_ram
+
+    cells = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "00_setup.ipynb").read_text())["cells"]
+    namespace = {"np": np, "islice": islice, "play_frames": play_frames, "transitions": transitions,
+                 "STAGES_BY_NAME": STAGES_BY_NAME, "fits_in_ram": fits_in_ram, "next_stack": next_stack}
+    capsys.readouterr()
+    for cell_id in ("c22", "c22b"):
+        source = next("".join(c["source"]) for c in cells if c.get("id") == cell_id)
+        exec(compile(source, f"<00 {cell_id}>", "exec"), namespace)  # noqa: S102
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("answer", [lambda s, x: None, WRONG_NEXT_STACK["newest first"][0], as_course_code(next_stack)],
+                         ids=["None", "wrong", "course code"])
+def test_notebook_00_summary_prints_no_figure_until_the_learners_next_stack_passes(answer, capsys):
+    """The top rung's bytes and its RAM verdict come from the learner's function only: no figure before it passes."""
+    out = _summary_cells(answer, capsys)
+    assert "not computed yet" in out and "806" not in out and "GB" not in out
+
+
+def test_notebook_00_summary_prints_the_top_rung_from_the_learners_next_stack(capsys):
+    out = _summary_cells(next_stack, capsys)
+    assert "806,400 bytes, s' built by your next_stack | 1M: 806.4 GB" in out
+    assert "1M top-rung transitions need 806.4 GB" in out
 
 
 def test_notebook_00_solution_cell_passes_its_check():
@@ -469,3 +502,19 @@ def test_state_bytes():
     assert state_bytes(np.uint8) == 28_224
     assert state_bytes(np.float32) == 112_896
     assert state_bytes("float64", stack=1) == 56_448
+
+
+def test_diff_dtype_question_key_by_arithmetic(capsys):
+    """03's Question 3: a frame difference runs from -255 to 255, 511 values; no 1-byte dtype holds them, int16 does,
+    and a state's 4 differences then take 4 x 84 x 84 x 2 = 56,448 bytes (option c)."""
+    frames = np.arange(256, dtype=np.int64)
+    diffs = np.unique(frames[:, None] - frames[None, :])
+    assert len(diffs) == 511 > 256
+    for dtype in (np.uint8, np.int8):
+        assert not np.array_equal(diffs.astype(dtype).astype(np.int64), diffs)  # wraps some differences
+    assert np.array_equal(diffs.astype(np.int16).astype(np.int64), diffs)
+    assert np.zeros((4, 84, 84), np.int16).nbytes == 56_448 == 2 * np.zeros((4, 84, 84), np.uint8).nbytes
+    assert checks.check_question("03.diff_dtype", "c") is True
+    for wrong in ("a", "b"):
+        with pytest.raises(AssertionError, match="section 4"):
+            checks.check_question("03.diff_dtype", wrong)

@@ -364,15 +364,18 @@ QUESTIONS.update({
                        "c": "the byte keeps its bits, but int8 reads them as a signed number, from -128 to 127, and "
                             "the conversion to float keeps that number, not the bits: which int8 value does the "
                             "wrap-around of section 4, *Back into uint8: truncation and wrap-around*, give 255?"}),
-    "03.torch_division": ("b", "PyTorch's / on an integer tensor is a true division and gives its default float, "
-                               "float32, whatever the layers hold; a layer refuses an input whose dtype is not its "
-                               "weights', so a float16 network must make the batch float16 itself before its first "
-                               "layer",
-                          {"a": "a division does not look at the layer that will read its result: section 4, *The "
-                                "float64 trap*, shows which dtype a true division of integers gives, and its last line "
-                                "names PyTorch's default float",
-                           "c": "dividing integers is a true division in PyTorch as in NumPy: section 4, *The float64 "
-                                "trap*, shows what it gives"}),
+    # 84 x 84 differences of two uint8 frames run from -255 to 255: 511 values, more than one byte's 256
+    "03.diff_dtype": ("c", "a difference of two frames runs from 0 - 255 = -255 to 255 - 0 = 255: 511 values, and one "
+                           "byte holds 256 (uint8: 0 to 255, int8: -128 to 127), so each 1-byte dtype wraps some of "
+                           "them around; int16 holds -32,768 to 32,767, all of them, at 2 bytes a pixel: "
+                           "4 × 84 × 84 × 2 = 56,448 bytes for the 4 differences of a state, twice its 28,224 bytes "
+                           "of frames",
+                      {"a": "a difference can be negative, where the pixel got darker, and uint8 holds 0 to 255 "
+                            "only: its arithmetic wraps around at 256 (section 4, *Back into uint8: truncation and "
+                            "wrap-around*); count the values a difference takes, against the 256 a byte holds",
+                       "b": "int8 has a sign, but it is still one byte, 256 values from -128 to 127; count the values "
+                            "a difference takes, from the darkest change to the brightest, against those 256 "
+                            "(section 4, *Back into uint8: truncation and wrap-around*, and Question 2's int8)"}),
 })
 
 
