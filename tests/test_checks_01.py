@@ -180,16 +180,23 @@ def test_measure_run_reports_a_failure_in_the_spawned_process(monkeypatch):
         naive.measure_run(10, preprocess=broken, learn_every=0, record_every=5)
 
 
-def test_count_predict_calls_is_two_per_sampled_transition():
+def test_count_predict_calls_is_two_per_sampled_transition_one_where_the_game_ends():
     assert naive.count_predict_calls(32) == 64
     assert naive.count_predict_calls(4) == 8
+    assert naive.count_predict_calls(32, ending=3) == 61  # Q(s) for all 32, Q(s') for the 29 whose game goes on
+    assert naive.count_predict_calls(4, ending=4) == 4
+    with pytest.raises(ValueError, match="at most the 4"):
+        naive.count_predict_calls(4, ending=5)
 
 
 def test_prediction_check_on_predict_calls(capsys):
-    assert checks.check_prediction(64, naive.count_predict_calls(32), "the predict calls in one replay()", rel=0)
-    with pytest.raises(AssertionError):
-        checks.check_prediction(32, 64, "the predict calls in one replay()", rel=0)
-    assert checks.check_prediction(None, 64, "the predict calls in one replay()", rel=0) is None
+    measured = naive.count_predict_calls(32, ending=3)
+    assert checks.check_prediction_of("01.predict_calls", 61, measured, batch=32, ending=3)
+    for wrong, words in ((64, "ends a game needs no Q-values"), (32, "half the story"), (29, "still needs"),
+                         (1, "one batched call"), (244, "all 4 actions"), (62, "act()"), (50, "count the forward")):
+        with pytest.raises(AssertionError, match=words):
+            checks.check_prediction_of("01.predict_calls", wrong, measured, batch=32, ending=3)
+    assert checks.check_prediction_of("01.predict_calls", None, measured, batch=32, ending=3) is None
     assert "Not answered yet" in capsys.readouterr().out
 
 

@@ -309,17 +309,21 @@ def measure_run(steps: int, *, preprocess: Callable[[np.ndarray], np.ndarray] | 
     return measured.result, "spawn"
 
 
-def count_predict_calls(batch_size: Count = 32, seed: int = 0) -> int:
+def count_predict_calls(batch_size: Count = 32, ending: int = 0, seed: int = 0) -> int:
     """The ``predict`` calls (Keras' ``model.predict``) that one ``NaiveAgent.replay(batch_size)`` makes.
 
-    The memory holds ``batch_size`` transitions of random blog-shaped states, none of which ends a game,
-    so every sampled transition needs Q(s) and Q(s'): the most calls a ``replay`` can make.
+    The memory holds exactly ``batch_size`` transitions of random blog-shaped states, ``ending`` of which end a game
+    (``done``), so ``replay`` samples every one of them: each needs Q(s), and each that does not end a game needs
+    Q(s') too. With ``ending=0``, the most calls a ``replay`` can make. Raises ``ValueError`` when ``ending`` is
+    more than ``batch_size``.
     """
+    if ending > batch_size:
+        raise ValueError(f"ending={ending}: at most the {batch_size} sampled transitions can end a game")
     agent = NaiveAgent(4, seed=seed)
     rng = np.random.default_rng(seed)
-    for _ in range(batch_size):
+    for i in range(batch_size):
         state = rng.integers(0, 256, size=agent.state_shape, dtype=np.uint8)
-        agent.remember(state, 0, 0.0, state, False)
+        agent.remember(state, 0, 0.0, state, i < ending)
     calls = 0
     predict = agent.predict
 

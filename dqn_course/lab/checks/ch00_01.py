@@ -112,9 +112,9 @@ def next_stack_passes(next_stack: Callable) -> bool:
     """Whether the learner's ``next_stack`` passes ``check_next_stack``, checked again without printing anything:
     ``False`` while it still returns ``None`` or while the check fails (the exercise cell shows its hint).
 
-    Notebook 00's summary builds its top-rung transition with the learner's function once it passes, and says that
-    it fell back on the course's own stream of transitions otherwise. Raises ``TypeError`` if ``next_stack`` is not
-    callable.
+    Notebook 00's summary builds its top-rung transition with the learner's function once it passes, and prints no
+    figure before: the page's top-rung figure is the learner's code at work. Raises ``TypeError`` if ``next_stack``
+    is not callable.
     """
     if not callable(next_stack):
         raise TypeError(f"next_stack must be the function you wrote, got {type(next_stack).__name__}")
@@ -329,21 +329,24 @@ _LEARNING = "section 1, *Learning*"
 
 
 PREDICTIONS.update({
-    "01.predict_calls": Prediction("the predict calls in one replay()", 0, lambda m: {
-        m / 2: "one call per sampled transition is half the story: a target starts from the Q-values of its state s, "
-               f"and the TD target in it needs those of its next state s' ({_LEARNING})",
-        m / 32: "that is one call per batch of states, the batched pass notebook 06 writes; the posted replay() "
-                "forwards one state at a time (section 6, *Predict, then measure*)",
-        m / 64: "one batched call for the whole minibatch is notebook 06's fix; the posted replay() forwards one "
-                "state at a time (section 6, *Predict, then measure*)",
-        2 * m: "one forward pass of a state gives the Q-values of every action at once: no pass per action "
-               f"({_LEARNING})",
+    # one replay() of `batch` sampled transitions, `ending` of which end a game: Q(s) for each, Q(s') for the rest
+    "01.predict_calls": Prediction("the predict calls in one replay()", 0, lambda m, batch, ending: {
+        m + ending: "a transition that ends a game needs no Q-values of its next state: its TD target is its reward "
+                    f"alone, with no future to add ({_LEARNING})",
+        batch: "one call per sampled transition is half the story: a target starts from the Q-values of its state s, "
+               f"and the TD target in it needs those of its next state s' where the game goes on ({_LEARNING})",
+        batch - ending: "a transition that ends a game still needs the Q-values of its state s: its target row "
+                        f"starts from them, and only the taken action's entry is replaced ({_LEARNING})",
+        1: "one batched call for the whole minibatch is notebook 06's fix; the posted replay() forwards one state at "
+           "a time (section 6, *Predict, then measure*)",
+        2: "one batched call for the states and one for the next states is notebook 06's fix; the posted replay() "
+           "forwards one state at a time (section 6, *Predict, then measure*)",
         4 * m: "one forward pass of a state gives the Q-values of all 4 actions at once: no pass per action "
                f"({_LEARNING})",
-        m * 65 / 64: "that adds act()'s greedy call: the question is one replay() alone (act() is counted in the cell "
-                     "after the check)"},
-        "count the forward passes replay() makes for one sampled transition, then for the whole minibatch "
-        f"({_LEARNING})"),
+        m + 1: "that adds act()'s greedy call: the question is one replay() alone (act() is counted in the cell "
+               "after the check)"},
+        "count the forward passes replay() makes for a transition whose game goes on, then for one that ends it, "
+        f"then for the whole minibatch ({_LEARNING})"),
     # a fresh 200 MB mapping of zero pages, a 1 written every 10,000 bytes: each write lands in a page of its own
     "01b.page_rss": Prediction("the MB of RSS growth, a 1 written every 10,000 bytes", 0.02, lambda m: {
         0: "fresh zero pages cost nothing until written, but here some are written: RSS counts every page written at "
