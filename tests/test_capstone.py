@@ -495,13 +495,24 @@ def test_a_loop_that_ignores_the_schedule_is_told_to_ask_it():
     (("target.load_state_dict(q.state_dict())", "pass"), "target network did not change.*section 4, step 5"),
     (("if t % cfg.target_sync_every == 0:", "if True:"), "target network equals the online one.*section 4, step 5"),
     (('done=terminated or info["life_lost"]', "done=terminated"), "lost life ends the episode.*section 4, step 3"),
-    (("np.sign(reward)", "np.sign(reward) * 2"), "memory holds rewards \\[2\\.0\\].*section 4, step 3"),
+    (('done=terminated or info["life_lost"]', "done=info[\"life_lost\"]"),
+     "the game ended \\(terminated\\) and your memory does not mark it done.*section 4, step 3"),
+    (('done=terminated or info["life_lost"]', 'done=terminated or truncated or info["life_lost"]'),
+     "the clock cut the game \\(truncated.*and your memory marks it done.*still bootstraps.*section 4, step 3"),
+    (("np.sign(reward)", "reward"), "the reward was [47] .*your memory holds [47]: .*its sign.*section 4, step 3"),
+    (("np.sign(reward)", "np.sign(reward) * 2"), "your memory holds 2: .*its sign.*section 4, step 3"),
+    (("if t >= cfg.learning_starts and t % cfg.train_every == 0:",
+      "if len(memory) >= cfg.batch_size and t % cfg.train_every == 0:"),
+     "by step 449 your loop made 1\\d\\d update\\(s\\).*learning_starts \\(200\\).*makes 63.*section 4, step 4"),
+    (("if t >= cfg.learning_starts and t % cfg.train_every == 0:", "if t >= cfg.learning_starts:"),
+     "by step 449 your loop made 250 update\\(s\\).*train_every \\(4\\).*makes 63.*section 4, step 4"),
 ], ids=["never steps the optimizer", "never syncs", "syncs every step", "done without a lost life",
-        "rewards not in -1, 0, 1"])
+        "a game's end not done", "a cut by the clock done", "unclipped rewards", "rewards not in -1, 0, 1",
+        "learns before learning_starts", "learns at every step"])
 def test_a_loop_that_skips_what_learning_needs_is_told_which_step(plant, expected):
-    """Read from the saved states: the optimizer's steps, the target network at the stop and at the end, the
-    memory's rewards and dones. (An unclipped Breakout reward differs from its sign only on bricks worth 4 or 7,
-    which the check's short random play does not reach: the planted case stores a reward outside -1, 0, 1.)"""
+    """Read from the saved states: the optimizer's steps (at the stop and at the end), the target network at the stop
+    and at the end, the memory's rewards and dones beside what the check's watched game played (it pays 4 and 7,
+    which the short random play of a real game rarely reaches, and cuts games by the clock and ends them)."""
     with pytest.raises(AssertionError, match=expected):
         checks.check_capstone_loop(learners_loop(plant))
 

@@ -82,11 +82,14 @@ def check_capstone_loop(my_dqn) -> bool | None:
     ``CAPSTONE_STOP``; the second, on the same folder, must carry on from what the first saved to the last step.
     Together they must log finished games with the updates' diagnostics and a falling ε, in growing steps, evaluate
     every ``eval_every`` steps and return the last step. Their saved states must show what learning needs
-    (``_check_saved_state``): one optimizer step per update, a target network synced every ``target_sync_every``
-    steps (not at every step, not never), rewards in {-1, 0, 1} in the memory and a done for each lost life. Its
-    TD targets must come from the target network it syncs, not from the online one (``td_targets`` is watched).
-    Before those two calls, a short one on a fresh folder watches its game (``_check_epsilon_greedy``): where the
-    schedule gives ε = 1 its actions must be random, where it gives ε = 0 the online network's best. The loop must be
+    (``_check_saved_state``): one optimizer step per update, none before ``learning_starts`` and then one every
+    ``train_every`` steps, a target network synced every ``target_sync_every`` steps (not at every step, not never)
+    and a done for each lost life. Its TD targets must come from the target network it syncs, not from the online
+    one (``td_targets`` is watched). Before those two calls, a short one on a fresh folder watches its game
+    (``_check_acting_and_storing``): where the schedule gives ε = 1 its actions must be random, where it gives ε = 0
+    the online network's best; the game there pays rewards of 4 and 7 and cuts games by the clock and ends them, and
+    the memory must hold each step's reward clipped to its sign, a done for a game's end and a lost life, and none
+    for a cut. Not checked: that a resume replays no game and restores the ε draws' random state. The loop must be
     the learner's: it may build with the pieces section 2's table hands it (``capstone_pieces``), but the course's
     own loops (``capstone_solution.dqn_loop``, ``train.train``), any def that calls them and any piece passed in its
     place are refused (``_require_learners_code``). Raises ``AssertionError`` naming the first thing missing and the
@@ -120,7 +123,7 @@ def check_capstone_loop(my_dqn) -> bool | None:
     cfg = settings(quick=True)
     call = "my_dqn(cfg, folder, td_targets, td_loss, epsilon_schedule)"
     with tempfile.TemporaryDirectory(prefix="dqn-capstone-check-") as tmp:
-        acted = _check_epsilon_greedy(my_dqn, Path(tmp) / "eps-greedy", call)  # first: it needs no finished game
+        acted = _check_acting_and_storing(my_dqn, Path(tmp) / "watched", call)  # first: needs no finished game
         if acted is None:
             return _not_answered_yet("my_dqn still returns None; run the loop, then return the last step")
         folder = Path(tmp) / "run"
@@ -135,7 +138,8 @@ def check_capstone_loop(my_dqn) -> bool | None:
             "block, so a stop, an error or the end all keep what was learned (section 4, step 6)")
         before = rows(folder / "log.csv")
         saved = max(int(p.stem.split("-")[1]) for p in list_checkpoints(folder))
-        at_stop, _, _ = latest_checkpoint(folder)  # the state the interruption saved: the networks at that step
+        at_stop, stop_meta, _ = latest_checkpoint(folder)  # the state the interruption saved: the networks then
+        _check_update_count(cfg, at_stop, stop_meta, saved)
         updates, from_online = [], []
 
         def counted_loss(q_values, actions, targets):
@@ -186,7 +190,9 @@ def check_capstone_loop(my_dqn) -> bool | None:
 
 
 CAPSTONE_STOP = 450  # the step at which check_capstone_loop interrupts the learner's first call
-GREEDY_FROM = 120  # in _check_epsilon_greedy's run, the schedule gives ε = 1 up to this step and ε = 0 after it
+GREEDY_FROM = 120  # in _check_acting_and_storing's run, the schedule gives ε = 1 up to this step and ε = 0 after it
+PLANTED_REWARDS = {10: 4.0, 20: 7.0}  # its game pays these at these steps of each game (Breakout's upper bricks)
+CUT_AT = 40  # and stops each game at this step: cut by the clock (truncated) in odd games, ended in even ones
 
 
 def _same_weights(a, b) -> bool:
@@ -197,14 +203,18 @@ def _same_weights(a, b) -> bool:
         return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
 
 
-def _check_epsilon_greedy(my_dqn, folder: Path, call: str) -> str | None:
+def _check_acting_and_storing(my_dqn, folder: Path, call: str) -> str | None:
     """Run the learner's loop on a fresh ``folder`` for 240 steps of the quick settings with a schedule that gives
     ε = 1 up to step ``GREEDY_FROM`` and ε = 0 after, and a loss with no gradient (so the online network keeps its
     first weights), while the game it builds with ``make_breakout`` is watched: each action is paired with the last ε
     the schedule gave and the state the game showed. Where ε = 1, fewer than 3 in 4 actions may equal the online
-    network's best (a uniformly random one of 4 does so about 1 time in 4); where ε = 0, at least 95% must. Returns
-    what it saw, or None when the loop returned None (not written yet); raises ``AssertionError`` when it cannot
-    watch the game or the actions are not ε-greedy."""
+    network's best (a uniformly random one of 4 does so about 1 time in 4); where ε = 0, at least 95% must.
+
+    The watched game also plants what Breakout's first minutes rarely show: it pays ``PLANTED_REWARDS`` and stops
+    every game at step ``CUT_AT``, alternately cut by the clock and ended, so the saved memory can be held against
+    what was played (``_check_stored``). Returns what it saw, or None when the loop returned None (not written yet);
+    raises ``AssertionError`` when it cannot watch the game, the actions are not ε-greedy or the memory does not hold
+    what the target needs."""
     import gymnasium
     import numpy as np
     import torch
@@ -215,17 +225,28 @@ def _check_epsilon_greedy(my_dqn, folder: Path, call: str) -> str | None:
     from dqn_course.lab.capstone import settings
     from dqn_course.networks import NatureCNN
 
+    import dqn_course.evaluate  # noqa: F401  imported before the patch below, so its games are never the watched one
+
     seen, last_eps = [], []  # (ε, state, action) of each step; the last ε the schedule gave
+    played = []  # (reward, terminated, truncated, life lost) of each step, as the loop was handed them
 
     class Watched(gymnasium.Wrapper):
+        games = 0
+
         def reset(self, **kwargs):
             self.shown, info = self.env.reset(**kwargs)
+            self.games, self.length = self.games + 1, 0
             return self.shown, info
 
         def step(self, action):
             seen.append((last_eps[-1] if last_eps else None, np.array(self.shown), int(action)))
-            self.shown, *rest = self.env.step(action)
-            return (self.shown, *rest)
+            self.shown, reward, terminated, truncated, info = self.env.step(action)
+            self.length += 1
+            reward = PLANTED_REWARDS.get(self.length, reward)
+            if self.length == CUT_AT and not (terminated or truncated):
+                truncated, terminated = self.games % 2 == 1, self.games % 2 == 0
+            played.append((float(reward), bool(terminated), bool(truncated), bool(info.get("life_lost"))))
+            return self.shown, reward, terminated, truncated, info
 
     real = envs.make_breakout
 
@@ -271,6 +292,7 @@ def _check_epsilon_greedy(my_dqn, folder: Path, call: str) -> str | None:
             best = q(torch.as_tensor(np.stack([s[1] for s in steps]))).argmax(1).numpy()
         return float(np.mean(best == np.array([s[2] for s in steps])))
 
+    _check_stored(arrays, played)
     at_one, at_zero = share_greedy(explored), share_greedy(greedy)
     assert at_one < 0.75, (
         f"at ε = 1 your loop took the online network's best action at {at_one:.0%} of {len(explored)} steps, where a "
@@ -283,11 +305,70 @@ def _check_epsilon_greedy(my_dqn, folder: Path, call: str) -> str | None:
     return f"at ε = 1 the network's best action {at_one:.0%} of the time, at ε = 0 {at_zero:.0%}"
 
 
+def _check_stored(arrays: dict, played: list) -> None:
+    """The saved memory (``arrays``, a training state) against the watched game's steps (``played``: reward,
+    terminated, truncated, life lost, in the order played): one transition per step, each reward stored as its
+    sign, done where the game ended or a life was lost, and not done where the clock cut a game (its target still
+    bootstraps). Raises ``AssertionError`` at the first step stored otherwise, naming what the target needs."""
+    import numpy as np
+
+    ring = {k.split("/", 1)[1]: np.asarray(v) for k, v in arrays.items() if k.startswith("replay/")}
+    valid = ring["valid"].astype(bool)
+    order = np.argsort(ring["ids"][valid], kind="stable")  # the memory's transitions in the order they were added
+    rewards, dones = ring["rewards"][valid][order], ring["dones"][valid][order].astype(bool)
+    assert len(rewards) == len(played), (
+        f"the check's game played {len(played)} steps and your memory holds {len(rewards)} transitions: store each "
+        "step's transition once (section 4, step 3)")
+    for i, ((reward, terminated, truncated, life_lost), kept, done) in enumerate(zip(played, rewards, dones)):
+        assert kept == np.sign(reward), (
+            f"at step {i + 1} of the check's game the reward was {reward:g} (as Breakout's upper bricks pay 4 and 7) "
+            f"and your memory holds {float(kept):g}: store the clipped reward, its sign (notebook 06, Exercise 1; "
+            "section 4, step 3)")
+        if done == (terminated or life_lost):
+            continue
+        assert not (life_lost and not terminated), (
+            f"at step {i + 1} of the check's game a life was lost and your memory does not mark it done: a lost life "
+            "ends the episode for the target too, not only the end of a game (section 4, step 3)")
+        assert not terminated, (
+            f"at step {i + 1} of the check's game the game ended (terminated) and your memory does not mark it done: "
+            "after a game's end there is nothing to bootstrap from (notebook 06, \"Why (1 − done)\"; section 4, "
+            "step 3)")
+        assert not truncated, (
+            f"at step {i + 1} of the check's game the clock cut the game (truncated; no life lost, no end) and your "
+            "memory marks it done: a cut game did not end, so its target still bootstraps from the next state "
+            "(notebook 06, \"Why (1 − done)\"; section 4, step 3)")
+        raise AssertionError(
+            f"at step {i + 1} of the check's game nothing ended (no lost life, no end, no cut) and your memory marks "
+            "it done: done is the game's end or a lost life (notebook 06, \"Why (1 − done)\"; section 4, step 3)")
+
+
+def _optimizer_steps(state: dict) -> set[float]:
+    """The step counts a saved training state's optimizer holds (Adam keeps one per parameter; none before its
+    first step)."""
+    import numpy as np
+
+    return {float(np.asarray(v)) for k, v in state.items() if k.startswith("agent/optimizer/") and k.endswith("/step")}
+
+
+def _check_update_count(cfg, at_stop: dict, meta: dict, stop_step: int) -> None:
+    """The updates the loop made by ``stop_step``, read from the state it saved there (the optimizer's steps, or
+    the updates it told the run of, whichever is more: the checks after this one name a loop that does one without
+    the other): once every ``cfg.train_every`` steps from ``cfg.learning_starts`` on and never before, one more or
+    fewer allowed (a count from the step after). Raises ``AssertionError`` with section 4's step 4."""
+    made = int(max(max(_optimizer_steps(at_stop), default=0.0), float(meta["counters"]["updates"])))
+    due = sum(1 for t in range(cfg.learning_starts, stop_step + 1) if t % cfg.train_every == 0)
+    assert abs(made - due) <= 1, (
+        f"by step {stop_step} your loop made {made} update(s), where learning from cfg.learning_starts "
+        f"({cfg.learning_starts}) on, once every cfg.train_every ({cfg.train_every}) steps, makes {due}: no update "
+        "before learning starts (the memory first holds enough varied play), then one every train_every steps "
+        "(section 4, step 4)")
+
+
 def _check_saved_state(cfg, at_stop: dict, stop_step: int, arrays: dict, meta: dict, games: int) -> None:
     """What the loop did, read from its saved training states (the one the interruption left at ``stop_step``, and
     the last one): the optimizer stepped once per update, the target network was synced every
-    ``cfg.target_sync_every`` steps (no more often, no less) and the memory holds clipped rewards and a done for each
-    lost life. Raises ``AssertionError`` naming the step of section 4 that explains what is wrong."""
+    ``cfg.target_sync_every`` steps (no more often, no less) and the memory holds a done for each lost life. Raises
+    ``AssertionError`` naming the step of section 4 that explains what is wrong."""
     import numpy as np
 
     def net(state: dict, name: str) -> dict:
@@ -297,8 +378,7 @@ def _check_saved_state(cfg, at_stop: dict, stop_step: int, arrays: dict, meta: d
         return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
     updates = int(meta["counters"]["updates"])
-    steps = {float(np.asarray(v)) for k, v in arrays.items() if k.startswith("agent/optimizer/") and
-             k.endswith("/step")}
+    steps = _optimizer_steps(arrays)
     assert steps == {float(updates)}, (
         f"the optimizer's state counts {sorted(steps) or 'no'} step(s) where the loop told the run of {updates} "
         "updates: each update ends with one step of the optimizer, after the loss's gradient (section 4, step 4)")
@@ -313,10 +393,6 @@ def _check_saved_state(cfg, at_stop: dict, stop_step: int, arrays: dict, meta: d
             "due and the online network learned: copy the online network into it every cfg.target_sync_every steps "
             "(section 4, step 5)")
     stored = int(meta.get("counters", {}).get("step", cfg.total_steps))
-    rewards = np.asarray(arrays["replay/rewards"])
-    assert np.isin(rewards, (-1.0, 0.0, 1.0)).all(), (
-        f"the memory holds rewards {sorted(set(np.unique(rewards).tolist()) - {-1.0, 0.0, 1.0})[:5]}: store the "
-        "clipped reward, its sign (section 4, step 3)")
     dones = int(np.asarray(arrays["replay/dones"]).sum())
     assert dones > games, (
         f"the memory marks {dones} transition(s) done in {stored} steps where {games} game(s) finished: a lost life "
@@ -342,22 +418,22 @@ QUESTIONS.update({
                   {"a": "compare how soon this run departs from the working run, and in which panels (notebook 07, "
                         "section 5)",
                    "c": "look at the ε panel: it follows the working run's line (notebook 07, section 5)"}),
-    "07c.run_b": ("c", "an update comes once every train_every agent steps, and none before learning_starts: "
-                       "the update count is 0 for the first 20,000 steps, then grows at a quarter of the agent "
-                       "step's rate. The schedule, decaying over 100,000 of whatever count it is given, reaches its "
-                       "floor after 100,000 updates, near agent step 20,000 + 4 × 100,000 = 420,000 instead of "
-                       "100,000: the run explores at high ε for most of its length and plays greedily only near its "
-                       "end",
+    "07c.eps_by_updates": ("c", "an update comes once every train_every agent steps, and none before learning_starts: "
+                                "the update count is 0 for the first 20,000 steps, then grows at a quarter of the agent"
+                                " step's rate. The schedule, decaying over 100,000 of whatever count it is given, "
+                                "reaches its floor after 100,000 updates, near agent step 20,000 + 4 × 100,000 = "
+                                "420,000 instead of 100,000: the run explores at high ε for most of its length and "
+                                "plays greedily only near its end",
                   {"a": "count the updates a run has made by its agent step 100,000: when do they start, and how many "
                         "agent steps does each one take? (section 1, the settings; notebook 07, section 1, why ε "
                         "follows a schedule)",
                    "b": "is there one update per agent step, or fewer? Which count runs ahead, the updates or the "
                         "agent steps? (section 1, the settings: when learning starts and how often it updates)"}),
-    "07c.run_c": ("a", "only the exit's transition is done, so forgetting the mask changes only its target: it gains "
-                       "γ times the network's value of the state after the end, a value no game pays. The states one "
-                       "step before the exit bootstrap from the exit's inflated value and take the excess next, then "
-                       "the states before them: the error spreads back from the exit one bootstrapped step at a "
-                       "time, as a reward does",
+    "07c.maze_done": ("a", "only the exit's transition is done, so forgetting the mask changes only its target: it "
+                           "gains γ times the network's value of the state after the end, a value no game pays. The "
+                           "states one step before the exit bootstrap from the exit's inflated value and take the "
+                           "excess next, then the states before them: the error spreads back from the exit one "
+                           "bootstrapped step at a time, as a reward does",
                   {"b": "the mask changes only the targets of transitions that are done: where is this maze's one "
                         "done transition, and how does a change there reach the states before it? (notebook 06, "
                         "*Why (1 − done)*)",
