@@ -190,8 +190,8 @@ def test_solution_cell_passes_its_check():
     """The solution cell (committed without outputs, skipped by nbval) run on its own."""
     from _solutions import run_solutions
 
-    out = run_solutions("07_train_breakout", {"checks": checks})
-    assert out.count("✓") == 5, out  # the ε schedule, four questions
+    out = run_solutions("07_train_breakout", {"checks": checks, "np": np})
+    assert out.count("✓") == 6, out  # the ε schedule, run_warnings, four questions
 
 
 def test_07b_solution_cell_passes_its_checks():
@@ -320,3 +320,131 @@ def test_resume_from_refuses_the_courses_code_and_the_pages_imports(name):
                "os.path.basename": os.path.basename}
     with pytest.raises(AssertionError, match="write it yourself: a def that finds the newest whole training state"):
         checks.check_resume_from(answers[name])
+
+
+# -- notebook 07's exercise: the columns of a finished run's log.csv that show trouble -----------------------------
+
+def run_warnings_right(log, gamma, eps_end):
+    import numpy as np
+
+    flagged = set()
+    q_max, loss = log["q_max"][~np.isnan(log["q_max"])], log["loss"][~np.isnan(log["loss"])]
+    if q_max.size and q_max.max() > 1 / (1 - gamma):
+        flagged.add("q_max")
+    if loss.size and loss.max() > 100 * np.median(loss):
+        flagged.add("loss")
+    if log["epsilon"][-1] > eps_end + 0.001:
+        flagged.add("epsilon")
+    return flagged
+
+
+def run_warnings_nanmax(log, gamma, eps_end):
+    import numpy as np
+
+    flagged = []  # a list passes as well as a set
+    if np.nanmax(log["q_max"]) > 1 / (1 - gamma):
+        flagged.append("q_max")
+    if np.nanmax(log["loss"]) > 100 * np.nanmedian(log["loss"]):
+        flagged.append("loss")
+    if not np.isclose(log["epsilon"][-1], eps_end, atol=1e-3):
+        flagged.append("epsilon")
+    return flagged
+
+
+def run_warnings_nan_blind(log, gamma, eps_end):
+    import numpy as np
+
+    flagged = set()
+    if np.max(log["q_max"]) > 1 / (1 - gamma):  # NaN rows before learning starts make this NaN
+        flagged.add("q_max")
+    if np.max(log["loss"]) > 100 * np.median(log["loss"]):
+        flagged.add("loss")
+    if log["epsilon"][-1] > eps_end + 0.001:
+        flagged.add("epsilon")
+    return flagged
+
+
+def run_warnings_bound_of_099(log, gamma, eps_end):
+    return run_warnings_right(log, 0.99, eps_end)  # the presets' γ, whatever the run's
+
+
+def run_warnings_loss_rises(log, gamma, eps_end):
+    import numpy as np
+
+    flagged = run_warnings_right(log, gamma, eps_end)
+    loss = log["loss"][~np.isnan(log["loss"])]
+    if loss[-1] > 2 * loss[0]:  # a rising loss taken for trouble
+        flagged.add("loss")
+    return flagged
+
+
+def run_warnings_first_epsilon(log, gamma, eps_end):
+    flagged = run_warnings_right(log, gamma, eps_end) - {"epsilon"}
+    if log["epsilon"][0] > eps_end + 0.001:
+        flagged.add("epsilon")
+    return flagged
+
+
+def run_warnings_fills_nan(log, gamma, eps_end):
+    import numpy as np
+
+    for column in ("loss", "q_max"):
+        log[column][np.isnan(log[column])] = 0.0  # overwrites the caller's arrays
+    return run_warnings_right(log, gamma, eps_end)
+
+
+def run_warnings_sentences(log, gamma, eps_end):
+    return ["Q diverges"] if run_warnings_right(log, gamma, eps_end) else []
+
+
+@pytest.mark.parametrize("answer", [run_warnings_right, run_warnings_nanmax])
+def test_run_warnings_right(answer, capsys):
+    assert checks.check_run_warnings(answer) is True
+    assert capsys.readouterr().out.startswith("✓ run_warnings flags max-Q past 1 / (1 - γ)")
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (run_warnings_nan_blind, r"climbs to 150.*missed 'q_max'.*before learning starts.*NaN.*section 5"),
+    (run_warnings_bound_of_099, r"γ = 0\.999.*flagged 'q_max'.*depends on γ \(section 5, \*Mean max-Q\*\)"),
+    (run_warnings_loss_rises, r"healthy run.*flagged 'loss'.*rises steadily.*\(section 5, \*TD loss\*\)"),
+    (run_warnings_first_epsilon, r"healthy run.*flagged 'epsilon'.*where it ends.*\*ε, replay fill and RSS\*"),
+    (run_warnings_fills_nan, r"changed the log's arrays"),
+    (run_warnings_sentences, r"returned \['Q diverges'\]: name the log\.csv columns"),
+])
+def test_run_warnings_wrong(answer, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_run_warnings(answer)
+
+
+def test_run_warnings_unanswered(capsys):
+    assert checks.check_run_warnings(None) is None
+    assert checks.check_run_warnings(lambda log, gamma, eps_end: None) is None
+    assert "not answered yet" in capsys.readouterr().out.lower()
+
+
+def test_run_warnings_synthetic_logs_read_as_read_log_reads_a_log_csv(tmp_path):
+    """The check's made-up logs have log.csv's columns, and read back through playback.read_log unchanged."""
+    from dqn_course.lab.checks.ch07 import _synthetic_log
+
+    log = _synthetic_log(eps_stuck=True)
+    with open(tmp_path / "log.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(list(log))
+        for row in zip(*log.values()):
+            w.writerow(["" if np.isnan(v) else repr(float(v)) for v in row])
+    back = playback.read_log(tmp_path / "log.csv")
+    assert set(back) == set(log)
+    assert all(np.array_equal(back[k], log[k], equal_nan=True) for k in log)
+
+
+@pytest.mark.parametrize("name", ["plot_diagnostics", "diagnosed_runs", "read_log", "wrapper", "epsilon_at",
+                                  "np.isnan"])
+def test_run_warnings_refuses_the_courses_code_and_the_pages_imports(name):
+    from dqn_course.lab import diagnostics
+    from dqn_course.train import epsilon_at
+
+    answers = {"plot_diagnostics": diagnostics.plot_diagnostics, "diagnosed_runs": diagnostics.diagnosed_runs,
+               "read_log": playback.read_log, "epsilon_at": epsilon_at, "np.isnan": np.isnan,
+               "wrapper": lambda log, gamma, eps_end: set() if diagnostics.diagnosed_runs() else set()}
+    with pytest.raises(AssertionError, match="a def that reads a run's loss, max-Q and ε columns"):
+        checks.check_run_warnings(answers[name])
