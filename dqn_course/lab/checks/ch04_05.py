@@ -356,15 +356,17 @@ PREDICTIONS.update({
 
 
 QUESTIONS.update({
-    "04.batch_bytes": ("a", "frame sharing saves what the memory keeps, not what a batch carries: stacks_at rebuilds "
-                            "each state and next state as a full stack when sampled, so a batch of 32 is 2 × 32 × 4 "
-                            "frames whichever memory it came from. Sending the 5-frame windows and building the "
-                            "stacks on the GPU would move five eighths, but that is another design",
-                       {"b": "the memory keeps one frame per transition; the network takes whole stacks, and "
-                             "section 2's stacks_at builds them, two per transition, when a batch is sampled",
-                        "c": "the window is read from the ring once, but stacks_at returns s and s′ as two full "
-                             "stacks, the three shared frames copied into both (section 2, *Building a stack by "
-                             "index*)"}),
+    "04.strided_stack": ("a", "s holds frames t−6, t−4, t−2 and t, s′ frames t−5, t−3, t−1 and t+1: they share "
+                              "no frame, so a window holding both spans all eight frames from t−6 to t+1. The "
+                              "frame-sharing ring still writes each frame once, at its own step, and rebuilds a state "
+                              "from the slots of the frames it holds: one frame per transition, with a lookback (and "
+                              "episode-start padding) that reaches six slots back instead of three",
+                         {"b": "a folded window holds s and s′ together: list the frames of each for this agent and "
+                               "count the frames the two have in common (section 1, *The same transitions in four "
+                               "memories*, and section 2, *Building a stack by index*)",
+                          "c": "a state is rebuilt from the slots of the frames it holds, wherever in the ring they "
+                               "lie, and each of those frames was written once, at its own step: does that need s "
+                               "and s′ to share a frame? (section 2, *Building a stack by index*)"}),
     "04.episode_end": ("c", "the two flags answer two questions (section 5): done, whether s′ has a future to "
                             "bootstrap from, and the game is lost, so it has none, whatever the clock did; "
                             "episode_end, whether the frame stream restarts, and the game is reset. A truncation "
