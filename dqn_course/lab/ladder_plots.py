@@ -2,8 +2,8 @@
 
 ``COURSE_RUNGS`` lists the ladder's stages in the order the course takes them (each smaller than the one
 before); ``plot_course_ladder(rows)`` draws measured rows of ``dqn_course.lab.ladder.run_ladder`` in that
-order, with "N x less than the top rung" on every bar and notebook 01's measured blog agent as a marked
-point (notebook 06b reads that figure from notebook 01's record: ``figures.quote("01_naive_agent",
+order, with the fraction of the top rung's bytes it needs ("1/N") on every bar and notebook 01's measured blog
+agent as a marked point (notebook 06b reads that figure from notebook 01's record: ``figures.quote("01_naive_agent",
 "blog_bytes_per_step", ...)``).
 ``plot_memory_layouts()`` draws how a deque of lists and a preallocated ring lay out their bytes.
 """
@@ -24,9 +24,10 @@ COURSE_RUNGS = (
 )
 
 
-def _times(ratio: float) -> str:
-    """A factor as the plots print it: one decimal below 10 (as the tables beside them), whole above."""
-    return f"{ratio:.1f}x" if ratio < 10 else f"{ratio:,.0f}x"
+def _fraction(ratio: float) -> str:
+    """One over a factor, as the plots print it ("1/N"): N with one decimal below 10 (as the tables beside them),
+    whole above."""
+    return f"1/{ratio:.1f}" if ratio < 10 else f"1/{ratio:,.0f}"
 
 
 def course_order(rows: list[dict]) -> list[dict]:
@@ -37,11 +38,11 @@ def course_order(rows: list[dict]) -> list[dict]:
 
 def plot_course_ladder(rows: list[dict], blog_bytes: float | None = None):
     """Bars of measured bytes per transition, top rung first, each labelled with the notebook that introduced it;
-    "N x less" is relative to the top rung. Ticks mark what each memory keeps, counted (``counted_bytes_per_transition``
-    when the rows have it, else the pixels' arithmetic).
+    "1/N of the top rung's bytes" is relative to the top rung. Ticks mark what each memory keeps, counted
+    (``counted_bytes_per_transition`` when the rows have it, else the pixels' arithmetic).
 
     ``blog_bytes`` (notebook 01's measured agent without learning, bytes per step) is drawn as a marked point, with
-    the ratio it is labelled with written out (top rung / blog agent). Returns a ``matplotlib.figure.Figure``.
+    the fraction it is labelled with written out (blog agent / top rung). Returns a ``matplotlib.figure.Figure``.
     """
     from matplotlib.figure import Figure
 
@@ -58,15 +59,15 @@ def plot_course_ladder(rows: list[dict], blog_bytes: float | None = None):
                label="expected: what the memory keeps, counted" if counted else "expected (pixels' arithmetic)")
     for yi, r in zip(y, rungs):
         ratio = top / r["bytes_per_transition"]
-        note = "top rung" if r is rungs[0] else f"{_times(ratio)} less than the top"
+        note = "top rung" if r is rungs[0] else f"{_fraction(ratio)} of the top rung's bytes"
         ax.text(r["bytes_per_transition"] * 1.15, yi, f"{note}; {r['gb_per_million']:,.1f} GB per 1M", va="center",
                 fontsize=8)
     labels = [f"{r['notebook']}: {r['label']}" for r in rungs]
     if blog_bytes:
         ax.scatter([blog_bytes], [0.0], marker="*", s=260, color="tab:orange", zorder=4,
                    label="notebook 01's blog agent without learning, measured (RSS growth per step)")
-        ax.text(blog_bytes * 1.25, 0.0, f"top rung / blog agent = {top:,.0f} / {blog_bytes:,.0f} B = "
-                f"{_times(top / blog_bytes)} less than the top", va="center", fontsize=8)
+        ax.text(blog_bytes * 1.25, 0.0, f"blog agent / top rung = {blog_bytes:,.0f} / {top:,.0f} B = "
+                f"{_fraction(top / blog_bytes)} of the top rung's bytes", va="center", fontsize=8)
         ax.set_yticks([*y, 0.0], [*labels, "01: the blog agent (measured)"])
     else:
         ax.set_yticks(y, labels)
