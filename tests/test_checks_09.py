@@ -109,6 +109,17 @@ def test_measure_storage_skips_the_cold_read_when_asked(tmp_path):
     assert "cold_batches_per_s" not in row and row["batches_per_s"] > 0
 
 
+def test_cold_sampling_rate_counts_cpu_time_apart_from_waiting(tmp_path):
+    """The cold row's *per CPU s* (notebook 09, section 3): a rate per second of this process's CPU time, which the
+    time a batch waits for the device does not enter, so it is never below the wall-clock rate."""
+    from dqn_course.lab.bench import play_frames
+    from dqn_course.lab.stores import measure_storage
+
+    row = measure_storage("disk", 300, play_frames(200, seed=0), path=tmp_path, seconds=0.05, cold_seconds=0.01)
+    assert row["cold_batches_per_cpu_s"] > 0 and row["cold_batches"] >= 20
+    assert row["cold_batches_per_cpu_s"] >= 0.9 * row["cold_batches_per_s"], row  # CPU time <= wall time, rounding
+
+
 # -- the exercise: the learner's compressed slot, compress(frames) and decompress(payload, shape) ------------------
 
 

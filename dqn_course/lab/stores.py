@@ -138,22 +138,27 @@ def can_drop_page_cache(path: str | Path, frames: int = 64) -> tuple[bool, str]:
 
 def cold_sampling_rate(memory: FrameSharingMemory, batch_size: Count = 32, seconds: float = 1.0,
                        min_batches: Count = 20) -> dict:
-    """Batches/s of a disk-backed memory with the page cache dropped before every batch (only ``sample`` timed).
+    """Batches per wall-clock second and per CPU second of a disk-backed memory with the page cache dropped before
+    every batch (only ``sample`` timed).
 
     Not ``bench.timeit``: untimed work (dropping the cache) comes before every call, and the answer is
-    the total over all calls, each one cold, where ``timeit`` keeps the best turn.
+    the total over all calls, each one cold, where ``timeit`` keeps the best turn. The CPU rate counts this
+    process's CPU time only: time spent waiting for the device is no CPU time, so a cold CPU rate far above the
+    wall-clock one says the batches waited for reads.
     """
     store = memory.frames
-    elapsed, n, cached = 0.0, 0, []
+    elapsed, cpu, n, cached = 0.0, 0.0, 0, []
     while elapsed < seconds or n < min_batches:
         store.drop_page_cache()
         cached.append(store.cached_fraction())
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         memory.sample(batch_size)
         elapsed += time.perf_counter() - t0
+        cpu += time.process_time() - c0
         n += 1
     known = [c for c in cached if c is not None]
-    return {"batches_per_s": n / elapsed, "batches": n, "cached_before": max(known) if known else None}
+    return {"batches_per_s": n / elapsed, "batches_per_cpu_s": n / max(cpu, 1e-9), "batches": n,
+            "cached_before": max(known) if known else None}
 
 
 def measure_storage(storage: str, capacity: Count, pool: FramePool, path: str | Path | None = None,
@@ -186,7 +191,8 @@ def measure_storage(storage: str, capacity: Count, pool: FramePool, path: str | 
     row.update({k: round(v, 1) for k, v in rates.items()})
     if storage == "disk" and cold_seconds is not None:
         cold = cold_sampling_rate(memory, batch_size, cold_seconds)
-        row.update({"cold_batches_per_s": round(cold["batches_per_s"], 1), "cold_batches": cold["batches"],
+        row.update({"cold_batches_per_s": round(cold["batches_per_s"], 1),
+                    "cold_batches_per_cpu_s": round(cold["batches_per_cpu_s"], 1), "cold_batches": cold["batches"],
                     "cached_before_cold": cold["cached_before"]})
     return row
 
