@@ -356,3 +356,22 @@ def test_atomic_save_unanswered(capsys):
     assert checks.check_save_atomically(None) is None
     assert checks.check_save_atomically(save_unanswered) is None
     assert capsys.readouterr().out.count("Not answered yet") == 2
+
+
+# -- notebook 09b, section 1: pickle against raw arrays, one difference at a time ---------------------------------
+
+def test_pickle_vs_arrays_changes_one_thing_per_row(tmp_path):
+    """Three rows: the deque pickled, the ring pickled (only the layout differs), the ring as raw arrays (only the
+    format differs). The two ring files hold the same arrays, so their sizes differ by framing only; the deque's
+    copies make its file several times larger; nothing is left in the folder."""
+    from dqn_course.lab.bench import play_frames
+    from dqn_course.lab.resume_demo import pickle_vs_arrays
+
+    rows = pickle_vs_arrays(play_frames(100, seed=9), 200, tmp_path)
+    assert [r["way"] for r in rows] == ["pickle of the deque of lists", "pickle of the frame-sharing ring",
+                                        "frame-sharing ring as raw arrays"]
+    deque_pickle, ring_pickle, raw = rows
+    assert abs(raw["bytes"] - ring_pickle["bytes"]) < 0.01 * raw["bytes"]
+    assert deque_pickle["bytes"] > 4 * ring_pickle["bytes"]
+    assert all(r["seconds_save"] > 0 and r["seconds_load"] > 0 for r in rows)
+    assert list(tmp_path.iterdir()) == []

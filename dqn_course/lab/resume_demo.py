@@ -28,10 +28,12 @@ def _timed(fn) -> float:
 
 
 def pickle_vs_arrays(pool: FramePool, n: int, folder: str | os.PathLike) -> list[dict]:
-    """Save and load ``n`` transitions both ways: the blog's deque pickled, the frame-sharing ring as arrays.
+    """Save and load ``n`` transitions three ways, so that each pair of neighbours differs in one thing: the blog's
+    deque pickled; the frame-sharing ring pickled (same format, another layout); the ring as the checkpoint's raw
+    arrays (same layout, another format).
 
-    Returns one row per way: file bytes, save and load seconds (both saves end with ``fsync``, so
-    both reach the disk). Both files are deleted afterwards.
+    Returns one row per way, in that order: file bytes, save and load seconds (every save ends with ``fsync``, so
+    each reaches the disk). The files are deleted afterwards.
     """
     folder = Path(folder)
     obs_shape = (4, *pool.frames.shape[1:])
@@ -40,21 +42,26 @@ def pickle_vs_arrays(pool: FramePool, n: int, folder: str | os.PathLike) -> list
     fill(deque_memory, pool, n)
     fill(ring, pool, n)
     rows = []
-    path = folder / "deque.pkl"
 
-    def save_pickle():  # flushed to disk like a checkpoint, so both timings include the disk
-        with open(path, "wb") as f:
-            pickle.dump(deque_memory.memory, f, protocol=pickle.HIGHEST_PROTOCOL)
-            f.flush()
-            os.fsync(f.fileno())
+    def pickled(way: str, path: Path, content, load) -> dict:
+        def save():  # flushed to disk like a checkpoint, so every timing includes the disk
+            with open(path, "wb") as f:
+                pickle.dump(content, f, protocol=pickle.HIGHEST_PROTOCOL)
+                f.flush()
+                os.fsync(f.fileno())
 
-    def load_pickle():
-        with open(path, "rb") as f:
-            pickle.load(f)
+        def load_back():
+            with open(path, "rb") as f:
+                load(pickle.load(f))
 
-    rows.append({"way": "pickle of the deque of lists", "transitions": n, "seconds_save": _timed(save_pickle),
-                 "bytes": path.stat().st_size, "seconds_load": _timed(load_pickle)})
-    path.unlink()
+        row = {"way": way, "transitions": n, "seconds_save": _timed(save), "bytes": path.stat().st_size,
+               "seconds_load": _timed(load_back)}
+        path.unlink()
+        return row
+
+    rows.append(pickled("pickle of the deque of lists", folder / "deque.pkl", deque_memory.memory, lambda _: None))
+    rows.append(pickled("pickle of the frame-sharing ring", folder / "ring.pkl", ring.state_dict(),
+                        ring.load_state_dict))
     path = folder / "ring.ckpt"
     rows.append({"way": "frame-sharing ring as raw arrays", "transitions": n,
                  "seconds_save": _timed(lambda: write_checkpoint(path, ring.state_dict(), {})),

@@ -450,19 +450,19 @@ QUESTIONS.update({
                                 "c": "the fsync made the temporary file whole on /tmp's disk; a move between file "
                                      "systems writes a second file, byte after byte, under the final name: what lies "
                                      "under that name while it writes? (section 1, the *Atomic* point)"}),
-    "09b.spike_between_looks": ("b", "prefault writes every page of the 7.07 GB memory when the memory is built, "
-                                     "so the process's RSS is past the 6 GB budget before the first step; the "
-                                     "watchdog looks at its first call, after that step, saves the state (a memory "
-                                     "that holds almost nothing yet) and stops. A budget must cover the memory as "
-                                     "built plus the rest of the run",
-                                {"a": "a memory fills one frame per step, but with prefault its pages are resident "
-                                      "from the start, every one written once when the memory is built: how much of "
-                                      "it counts in RSS before the first step? (section 4, why its run turns prefault "
-                                      "off, and notebook 05, section 3, *Fitting at the start is not fitting at the "
-                                      "end*)",
-                                 "c": "the watchdog compares the process's whole RSS with the budget, not what it "
-                                      "grew by: the memory's resident pages count like any other (section 4, the two "
-                                      "numbers it looks at)"}),
+    "09b.prefault_over_budget": ("b", "prefault writes every page of the 7.07 GB memory when the memory is built, "
+                                      "so the process's RSS is past the 6 GB budget before the first step; the "
+                                      "watchdog looks at its first call, after that step, saves the state (a memory "
+                                      "that holds almost nothing yet) and stops. A budget must cover the memory as "
+                                      "built plus the rest of the run",
+                                 {"a": "a memory fills one frame per step, but with prefault its pages are resident "
+                                       "from the start, every one written once when the memory is built: how much of "
+                                       "it counts in RSS before the first step? (section 4, why its run turns prefault "
+                                       "off, and notebook 05, section 3, *Fitting at the start is not fitting at the "
+                                       "end*)",
+                                  "c": "the watchdog compares the process's whole RSS with the budget, not what it "
+                                       "grew by: the memory's resident pages count like any other (section 4, the two "
+                                       "numbers it looks at)"}),
 })
 
 
