@@ -298,3 +298,19 @@ def test_the_drawn_walk_finds_the_compiled_trees_leaf():
     masses = np.array([0.0, 2.9, 3.0, 3.99, 4.5, 6.0, 9.99, 10.0, 15.9])
     assert [sum_tree_walk(tree.nodes, m)[-1][0] - 8 for m in masses] == tree.find(masses).tolist()
     assert draw_sum_tree(tree.nodes, mass=4.5).axes
+
+
+def test_time_find_times_the_learners_walk_beside_the_compiled_one():
+    """per_demo.time_find (notebook 08, after the exercise): the walk's leaves checked against CompiledSumTree.find,
+    then both timed; None while the learner's find is not written; a wrong walk is not timed."""
+    from dqn_course.lab.per_demo import time_find
+
+    timed = time_find(walk, capacity=1_000, batch=8, seconds=0.05)
+    assert set(timed) == {"yours_ms", "compiled_ms", "ratio", "capacity", "batch"}
+    assert (timed["capacity"], timed["batch"]) == (1_000, 8)
+    assert timed["yours_ms"] > 0 and timed["compiled_ms"] > 0
+    assert timed["ratio"] == pytest.approx(timed["yours_ms"] / timed["compiled_ms"])
+    assert time_find(None) is None
+    assert time_find(lambda nodes, masses: None, capacity=1_000) is None
+    with pytest.raises(ValueError, match="differ from CompiledSumTree.find's"):
+        time_find(lambda nodes, masses: np.zeros(len(masses), int), capacity=1_000, seconds=0.05)

@@ -1,4 +1,5 @@
-"""Notebook 08's helpers: trees filled alike, interleaved step timing, a small PER-vs-uniform run on CartPole.
+"""Notebook 08's helpers: trees filled alike, interleaved step timing, the learner's walk timed, a PER-vs-uniform
+run on CartPole.
 
 The learning comparison needs vector observations, which the frame-sharing memories do not take, so
 ``VectorReplay`` is a plain numpy ring for (obs, action, reward, next_obs, done) with the course's
@@ -9,7 +10,7 @@ episode returns: a demonstration that PER plugs into a learner, not a benchmark 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -42,6 +43,37 @@ def interleaved_ms(fns: dict, seconds: float) -> dict[str, float]:
     """
     return {name: stats["median_ms"] for name, stats in timeit(fns, min_seconds=seconds, rounds=1).items()}
 
+
+
+def time_find(find: Callable | None, capacity: Count = 100_000, batch: Count = 32, seconds: float = 1.0,
+              seed: int = 0) -> dict | None:
+    """Notebook 08's exercise timed: the learner's ``find(nodes, masses)`` beside ``CompiledSumTree.find``, on one tree
+    of ``capacity`` leaves at random priorities and one batch of ``batch`` masses drawn as ``CompiledSumTree.sample``
+    draws them (one in each of ``batch`` equal parts of [0, total)). The two take turns (``bench.timeit``, for at
+    least ``seconds``), so a burst of other work lands on both alike.
+
+    Returns ``{"yours_ms", "compiled_ms", "ratio", "capacity", "batch"}`` (median milliseconds per call; ``ratio`` is
+    yours over the compiled one), or None while ``find`` is None or returns None (not written yet). Raises
+    ``ValueError`` when its leaves differ from ``CompiledSumTree.find``'s: a wrong walk's time says nothing.
+    """
+    if find is None:
+        return None
+    rng = np.random.default_rng(seed)
+    tree = CompiledSumTree(capacity)
+    tree.update(np.arange(capacity), rng.random(capacity) + 0.01)
+    masses = (np.arange(batch) + rng.random(batch)) * tree.total / batch
+    yours = find(tree.nodes, masses)
+    if yours is None:
+        return None
+    right = tree.find(masses)
+    if not np.array_equal(np.asarray(yours).ravel(), right):
+        raise ValueError(f"find's leaves differ from CompiledSumTree.find's on {batch} masses in a tree of "
+                         f"{capacity:,} leaves: make it pass checks.check_sum_tree_find first")
+    times = timeit({"yours": lambda: find(tree.nodes, masses), "compiled": lambda: tree.find(masses)},
+                   min_seconds=seconds, turn_seconds=0.05)
+    ms = {name: stats["median_ms"] for name, stats in times.items()}
+    return {"yours_ms": ms["yours"], "compiled_ms": ms["compiled"], "ratio": ms["yours"] / ms["compiled"],
+            "capacity": capacity, "batch": batch}
 
 class VectorReplay:
     """A numpy ring of vector transitions, sampled uniformly or in proportion to |TD error| ** alpha."""
