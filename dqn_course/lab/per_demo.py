@@ -1,5 +1,4 @@
-"""Notebook 08's helpers: trees filled alike, interleaved step timing, the learner's walk timed, a PER-vs-uniform
-run on CartPole.
+"""Notebook 08's helpers: trees filled alike, step and tree-walk timing, a PER-vs-uniform run on CartPole.
 
 The learning comparison needs vector observations, which the frame-sharing memories do not take, so
 ``VectorReplay`` is a plain numpy ring for (obs, action, reward, next_obs, done) with the course's

@@ -250,7 +250,7 @@ def check_run_warnings(run_warnings) -> bool | None:
             if again is not None and column in again:
                 why = ("the games before learning starts have no updates, so their loss and max-Q are NaN; a "
                        "comparison with NaN is False and a max or median over NaN is NaN: leave those games out "
-                       f"(section 5, *Reading a run's diagnostics*)")
+                       "(section 5, *Reading a run's diagnostics*)")
         raise AssertionError(f"{call} returned {sorted(got) or 'set()'}, not {sorted(right) or 'set()'}: "
                              f"{'flagged' if flagged else 'missed'} {column!r}: {why}.")
     return _passed("run_warnings flags max-Q past 1 / (1 - γ), a loss jump by orders of magnitude and ε left above "
