@@ -361,9 +361,10 @@ QUESTIONS.update({
                               "frame-sharing ring still writes each frame once, at its own step, and rebuilds a state "
                               "from the slots of the frames it holds: one frame per transition, with a lookback (and "
                               "episode-start padding) that reaches six slots back instead of three",
-                         {"b": "a folded window holds s and s′ together: list the frames of each for this agent and "
-                               "count the frames the two have in common (section 1, *The same transitions in four "
-                               "memories*, and section 2, *Building a stack by index*)",
+                         {"b": "a window of one stack and one more frame holds s′ only when s′ shares s's three "
+                               "newest frames: list the frames of each for this agent and count the frames the two "
+                               "have in common (section 1, *The same transitions in four memories*, and section 2, "
+                               "*Building a stack by index*)",
                           "c": "a state is rebuilt from the slots of the frames it holds, wherever in the ring they "
                                "lie, and each of those frames was written once, at its own step: does that need s "
                                "and s′ to share a frame? (section 2, *Building a stack by index*)"}),
