@@ -143,7 +143,8 @@ def wait_for_game_after_checkpoint(proc: subprocess.Popen, out_dir: str | os.Pat
 
 
 def kill_hard(proc: subprocess.Popen) -> int:
-    """SIGKILL: what the OOM killer sends. No handler runs, no file is closed; returns the exit code."""
+    """SIGKILL: what the OOM killer sends. No handler or clean-up code of the child runs (the kernel still closes its
+    files; what sat in its own buffers is lost). Returns the exit code: ``-9``, minus the signal's number."""
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     return proc.returncode

@@ -447,9 +447,11 @@ QUESTIONS.update({
                                {"a": "a rename works only within one file system: section 1, the *Atomic* point, says "
                                      "why the temporary file goes in the final file's folder. What must a move between "
                                      "two disks do instead?",
-                                "c": "the fsync made the temporary file whole on /tmp's disk; a move between file "
-                                     "systems writes a second file, byte after byte, under the final name: what lies "
-                                     "under that name while it writes? (section 1, the *Atomic* point)"}),
+                                "c": "a partial .tmp file in the run folder is what a save killed before its rename "
+                                     "leaves, the course's own included (section 1, the *Atomic* point); this "
+                                     "script's temporary file lies in /tmp, and a move between file systems writes "
+                                     "the bytes straight under the final name: what lies under that name while it "
+                                     "writes?"}),
     "09b.prefault_over_budget": ("b", "prefault writes every page of the 7.07 GB memory when the memory is built, "
                                       "so the process's RSS is past the 6 GB budget before the first step; the "
                                       "watchdog looks at its first call, after that step, saves the state (a memory "
