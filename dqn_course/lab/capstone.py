@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -241,6 +242,34 @@ def written_by_the_course(writer: dict) -> bool:
         return False
 
 
+# -- a recorded run's wall time, as its README gives it ----------------------------------------------------------------
+
+_SESSION_LINE = re.compile(r"^\s*- session \d+,", re.MULTILINE)
+_SESSION = re.compile(r"^\s*- session (\d+), (\d\d):(\d\d):(\d\d)-(\d\d):(\d\d):(\d\d) UTC", re.MULTILINE)
+_MACHINE = re.compile(r"\*\*Machine:\*\* ([^;]+);[^;]*; (\d{4}-\d\d-\d\d)\.( Not alone)?")
+
+
+def recorded_wall_time(folder: str | Path) -> SimpleNamespace:
+    """The wall time of a recorded run (``data/capstone-seed1``), read from its ``README.md``, so a page can say how
+    long the long run took without typing it: ``sessions`` (the seconds of each line ``- session N,
+    HH:MM:SS-HH:MM:SS UTC``, in order; one that passes midnight counts through it), ``total`` (their sum),
+    ``machine`` and ``date`` (the line ``**Machine:** <machine>; <software>; <date>.``) and ``alone`` (False when
+    that line goes on "Not alone": other work shared the machine, so the time is no measure of the loop's speed).
+    Raises ``ValueError`` when a session line gives no start and end, or the README has none or no machine line."""
+    readme = (Path(folder) / "README.md").read_text()
+    found = [m.groups() for m in _SESSION.finditer(readme)]
+    machine = _MACHINE.search(readme)
+    if not found or len(found) != len(_SESSION_LINE.findall(readme)) or machine is None:
+        raise ValueError(f"{folder}/README.md does not give each session's start and end (- session N, "
+                         "HH:MM:SS-HH:MM:SS UTC) and its machine line (**Machine:** ...; ...; YYYY-MM-DD.)")
+    sessions = []
+    for _, *clock in found:
+        h0, m0, s0, h1, m1, s1 = map(int, clock)
+        sessions.append((3600 * (h1 - h0) + 60 * (m1 - m0) + s1 - s0) % 86_400)
+    return SimpleNamespace(sessions=sessions, total=sum(sessions), machine=machine.group(1).strip(),
+                           date=machine.group(2), alone=machine.group(3) is None)
+
+
 # -- the gate: does the learner's run pass, and if not, why not? -----------------------------------------------------
 
 GATE_SCORE = 15.0  # mean unclipped score on 30 fresh games (ε = 0.05): about 10x random play
@@ -294,15 +323,17 @@ def diagnose(folder: str | Path, config: dict, policy_step: int) -> list[str]:
     return causes
 
 
-def gate_verdict(folder: str | Path, result: dict) -> tuple[bool, str]:
+def gate_verdict(folder: str | Path, result: dict, who: str = "your DQN") -> tuple[bool, str]:
     """Whether an evaluation ``result`` (``dqn_course.evaluate.policy_vs_random``'s) passes the gate, and the message:
-    the score, random play on the same games and their ratio, and when it fails, the likely causes (``diagnose``)."""
+    the score, random play on the same games and their ratio, and when it fails, the likely causes (``diagnose``).
+    ``who`` names the loop that trained the run in the message: the learner's by default, "the worked loop" for the
+    course's recorded runs, so a verdict on a run the course trained does not credit the learner."""
     policy, random = result["policy"], result["random"]
     ratio = f"{result['ratio']:.1f}x random" if result.get("ratio") else "random play scored 0"
     head = (f"{policy['mean']:.1f} ± {policy['std']:.1f} over {policy['games']} fresh games (ε = "
             f"{result['protocol']['epsilon']}), random play {random['mean']:.2f} on the same games: {ratio}")
     if policy["mean"] >= GATE_SCORE and policy["games"] >= GATE_GAMES:
-        return True, f"your DQN learned Breakout: {head}, at or above the gate's {GATE_SCORE:g}"
+        return True, f"{who} learned Breakout: {head}, at or above the gate's {GATE_SCORE:g}"
     from dqn_course.evaluate import POLICY_FILE, load_policy
 
     file = Path(result["file"])  # as evaluated; from another working folder, the run folder's own policy

@@ -20,9 +20,12 @@ def check_capstone(run: str | Path | None, games: Count = 30) -> bool | None:
     copy of one); a policy whose folder holds no writer record (``capstone.WRITER_FILE``, written by
     ``capstone.Run``: a folder not written through ``Run``, such as ``python -m dqn_course.train``'s); and one whose
     writer is the course's code (``capstone.written_by_the_course``: ``capstone_solution.dqn_loop``, the gallery's
-    loops). A loop defined in the learner's notebook (module ``__main__``) passes this. Raises ``AssertionError``
-    for such a policy, a damaged file, or a score below the gate (with the score, random play, their ratio and the
-    likely causes read from the run's ``log.csv``, ``capstone.diagnose``).
+    loops). A loop defined in the learner's notebook (module ``__main__``) passes this. What the writer record cannot
+    prove: it is a plain file, so a record edited by hand to name another loop passes; and it names where a loop was
+    defined, not who typed it, so the notebook's *Solution* cell run there, or any copy of the course's loop's text
+    defined in the notebook, counts as the learner's. The gate refuses the course's runs and its loops, not copies of
+    their text. Raises ``AssertionError`` for such a policy, a damaged file, or a score below the gate (with the
+    score, random play, their ratio and the likely causes read from the run's ``log.csv``, ``capstone.diagnose``).
     """
     if run is None:
         return _not_answered_yet("train your loop into a run folder and pass the folder")
