@@ -384,7 +384,7 @@ PREDICTION_EXAMPLES = {
     "03.batch_over_255": (7_225_344, {}), "04.frames_stored": (55, {}), "05.deque_bytes": (56_957, {}),
     "06.step_calls": (65, {}), "06.reward_half_life": (69, {}), "06b.blog_factor": (5.35, {}),
     "07.eps_at_900k": (0.109, {}),
-    "07b.state_drop": (243.4, {"fixed": 27_044_444}), "08.walk_nodes": (18, {}),
+    "07b.state_at_10m": (5.543, {"at_100k": 0.0821, "at_1m": 0.5785}), "08.walk_nodes": (18, {}),
     "09.noisy_ratio": (3.21, {"clean": 16.3}), "09b.checkpoint_mb": (380.6, {}),
 }
 

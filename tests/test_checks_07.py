@@ -129,6 +129,8 @@ def test_read_log_and_plot_run(tmp_path):
     assert np.isnan(log["loss"][:3]).all() and log["loss"][3] == 0.1
     fig = playback.plot_run(tmp_path / "run", "test")
     assert len(fig.axes) == 3  # returns, ε twin axis, evaluation
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend[-1] == "ε" and "one game's return" in legend  # ε's line, on its twin axis, is in the legend
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "log.csv").write_text("step,episode_return,epsilon\n")
     assert playback.read_log(tmp_path / "empty" / "log.csv")["step"].size == 0
@@ -195,16 +197,18 @@ def test_solution_cell_passes_its_check():
 
 
 def test_07b_solution_cell_passes_its_checks():
-    """Notebook 07b's solution cell, run with the recorded drop its answer cell measures."""
+    """Notebook 07b's solution cell, run with the recorded rows and the 10M state file its answer cell works out."""
     from _solutions import run_solutions
 
     from dqn_course.lab import colab
 
     sizes, _ = colab.recorded_state_sizes()
-    drops = [sizes[s, 100_000]["bytes_per_transition"] - sizes[s, 1_000_000]["bytes_per_transition"]
-             for s in ("ram", "lz4", "zstd")]
-    out = run_solutions("07b_training_on_colab", {"checks": checks, "fixed_by_arithmetic": 1_686_180 * 4 * 4,
-                                                  "measured_drop": sum(drops) / len(drops), "Path": Path})
+    small, large = sizes["lz4", 100_000]["file_bytes"], sizes["lz4", 1_000_000]["file_bytes"]
+    replay_part = (large - small) / 900_000  # as the answer cell: bytes per transition
+    state_10m = (large - 1_000_000 * replay_part + 10_000_000 * replay_part) / 1e9
+    lz4_gb = {"at_100k": small / 1e9, "at_1m": large / 1e9}
+    out = run_solutions("07b_training_on_colab", {"checks": checks, "sizes": sizes, "state_10m": state_10m,
+                                                  "lz4_gb": lz4_gb, "Path": Path})
     assert out.count("✓") == 4, out  # the prediction, two questions, resume_from
 
 

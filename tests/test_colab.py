@@ -251,3 +251,6 @@ def test_a_run_on_a_stand_in_drive_stops_at_its_time_limit_and_resumes_to_the_en
     assert log["step"].size > 0 and (log["step"][1:] > log["step"][:-1]).all() and log["step"][-1] <= 700
     evals = [int(r.split(",")[0]) for r in (run / "eval.csv").read_text().splitlines()[1:]]
     assert evals == [1, 350, 700], "the deadline's evaluation, then the resumed run's own"
+    fig = colab.plot_sessions(run, [1], "two sessions")
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend[-2:] == ["a session stopped, the next resumed", "ε"] and "one game's return" in legend

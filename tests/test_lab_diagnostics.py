@@ -62,7 +62,10 @@ def test_compare_logs_tells_the_same_games_from_different_ones(tmp_path):
     longer = write_log(tmp_path / "longer", rows([1, 0, 2, 5]))  # the same first games, then one more
     assert "different games from the first 3 on (3 and 4 games)" in diagnostics.compare_logs(
         {"library": library, "yours": longer})
-    assert diagnostics.compare_logs({"library": library}).startswith("only the library's run")
+    assert diagnostics.compare_logs({"library": library}) == (
+        "only the library's run: write your functions above, and run this again to train with them")
+    assert diagnostics.compare_logs({"library": library}, ("epsilon_schedule",)) == (  # the page's one function
+        "only the library's run: write epsilon_schedule above, and run this again to train with it")
 
 
 def test_plot_diagnostics_draws_each_column_a_log_has(tmp_path):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dqn_course.contracts import Count, check_module
 from dqn_course.checkpoint import checkpoint_step, list_checkpoints
-from dqn_course.lab.playback import plot_run
+from dqn_course.lab.playback import legend_with_twins, plot_run
 
 
 def on_colab() -> bool:
@@ -148,7 +148,7 @@ def plot_sessions(run_dir: str | Path, stops: list[int], title: str = ""):
         for i, step in enumerate(stops):
             ax.axvline(step, color="tab:red", linestyle="--", linewidth=1,
                        label="a session stopped, the next resumed" if i == 0 and ax is fig.axes[0] else None)
-    fig.axes[0].legend(loc="upper left", fontsize=8)
+    legend_with_twins(fig.axes[0])  # ε, on its own axis, included
     return fig
 
 

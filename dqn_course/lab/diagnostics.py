@@ -86,12 +86,15 @@ def _folder(run: str | Path | dict) -> Path:
     return Path(run["out_dir"] if isinstance(run, dict) else run)
 
 
-def compare_logs(runs: dict[str, str | Path | dict]) -> str:
+def compare_logs(runs: dict[str, str | Path | dict], names: tuple[str, ...] = ()) -> str:
     """One line on two runs' ``log.csv`` ("library" and "yours", each a folder or a ``train.train`` summary): whether
     they played the same games (the same scores at the same steps), and the largest relative difference between
-    their logged losses."""
+    their logged losses. Without "yours", the line says what to write first: ``names``, the functions the page asks
+    the learner for (``("epsilon_schedule",)``), or "your functions" when it names none."""
     if "yours" not in runs:
-        return "only the library's run: write your functions above, and run this again to train with them"
+        asked = " and ".join(names) if names else "your functions"
+        return (f"only the library's run: write {asked} above, and run this again to train with "
+                f"{'it' if len(names) == 1 else 'them'}")
     a, b = (read_log(_folder(runs[k]) / "log.csv") for k in ("library", "yours"))
     n = min(len(a["step"]), len(b["step"]))
     differ = (a["step"][:n] != b["step"][:n]) | (a["episode_return"][:n] != b["episode_return"][:n])

@@ -180,7 +180,7 @@ def plot_run(run_dir: str | Path, title: str = "", window: Count | None = None):
     ax.set_xlabel("agent step")
     ax.set_ylabel("game return (unclipped score)")
     ax.set_title("training games (ε-greedy)", fontsize=10)
-    ax.legend(loc="upper left", fontsize=8)
+    legend_with_twins(ax)
 
     if len(ev["step"]):
         ax_eval.errorbar(ev["step"], ev["mean_return"], yerr=ev["std_return"], marker="o", capsize=3,
@@ -193,6 +193,16 @@ def plot_run(run_dir: str | Path, title: str = "", window: Count | None = None):
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def legend_with_twins(ax) -> None:
+    """One legend, upper left on ``ax``, for the labelled lines of ``ax`` and of the axes that share its x axis
+    (``twinx``: ``plot_run``'s ε), which a plain ``ax.legend()`` leaves out."""
+    handles, labels = [], []
+    for axes in [ax, *(a for a in ax.get_shared_x_axes().get_siblings(ax) if a is not ax)]:
+        h, lab = axes.get_legend_handles_labels()
+        handles, labels = handles + h, labels + lab
+    ax.legend(handles, labels, loc="upper left", fontsize=8)
 
 
 def plot_learning(runs: dict[str, str | Path], random_mean: float, published: list[dict] | None = None,

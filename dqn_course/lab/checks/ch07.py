@@ -356,14 +356,17 @@ PREDICTIONS.update({
         0.01: "step 900,000 is still inside the decay: ε reaches eps_end at eps_fraction of total_steps "
               f"({_SCHEDULE})"},
         f"find where step 900,000 lies on the straight line from eps_start to eps_end ({_SCHEDULE})"),
-    "07b.state_drop": Prediction("the drop per transition from the 100k row to the 1M row", 0.05,
-                                 lambda m, fixed: {
-        fixed / 100_000: "that is the fixed part's share at 100k alone; at 1M the file still carries a share of it, a "
-                         "tenth as large (section 2, the fixed part)",
-        fixed / 1_000_000: "that is the fixed part's share at 1M alone; at 100k its share is ten times larger (section "
-                           "2, the fixed part)"},
-        "a file is a fixed part plus a part per transition: only the fixed part's share changes from row to row "
-        "(section 2)"),
+    "07b.state_at_10m": Prediction("one lz4 state file at 10,000,000 transitions, in GB", 0.03,
+                                   lambda m, at_100k, at_1m: {
+        10 * at_1m: "ten 1M files hold the fixed part ten times; a state file holds it once, at any size, and only "
+                    "its replay part grows with the transitions (section 2, *A state file, by arithmetic*)",
+        100 * at_100k: "a hundred 100k files hold the fixed part a hundred times; a state file holds it once, at any "
+                       "size (section 2, *A state file, by arithmetic*)",
+        at_1m - (at_1m - at_100k) / 0.9 + 10_000_000 * 7_072 / 1e9:
+            "that is the raw replay's 7,072 bytes a slot; an lz4 file's replay part is what lz4 made of the frames, "
+            "which the two lz4 rows give (section 2, *Reading the table*)"},
+        "a state file is a fixed part plus a replay part per transition: the two lz4 rows give both, then the file "
+        "at 10M holds the fixed part once and 10,000,000 transitions' replay part (section 2)"),
 })
 
 
@@ -393,10 +396,12 @@ QUESTIONS.update({
                       "b": "a resume carries on from the saved step, 1,500,000, not from 0 (section 2): ε is the "
                            "schedule's value at that step, under the new settings (section 1, *Why ε follows a "
                            "schedule*)"}),
-    "07.q_explodes": ("a", "with at most 1 reward per step, no discounted return exceeds 1 / (1 - γ): 1,000 for "
-                           "γ = 0.999, so 300 can be an honest estimate; a max-Q past the bound is divergence",
-                      {"b": "max-Q has a ceiling, the largest discounted return (section 5, *Mean max-Q*): work it "
-                            "out for γ = 0.999 and compare 300 with it",
+    "07.q_explodes": ("a", "no discounted return exceeds the largest reward of a step times 1 / (1 - γ): 10 / "
+                           "(1 - 0.99) = 1,000 here, so 400 can be an honest estimate of a game played well. "
+                           "Section 5's 100 is the same series for rewards clipped to 1; a max-Q past 1,000 would be "
+                           "divergence",
+                      {"b": "the ceiling is the largest discounted return (section 5, *Mean max-Q*): what does its "
+                            "geometric series add up to when a step can earn 10, not 1?",
                        "c": "max-Q has a bound of its own, whatever the loss does: the largest discounted return "
                             "(section 5, *Mean max-Q*)"}),
     "07.loss_rises": ("b", "a sync replaces the targets the network was fitting with its own newer values one step "
