@@ -234,7 +234,8 @@ def check_td_targets(td_targets) -> bool | None:
                 f"{name}: the values are right, but the targets carry a gradient (requires_grad is True), so "
                 "loss.backward() would differentiate through them too, as if the goal itself were to be moved: "
                 "a target is a constant the prediction moves towards, computed where autograd records nothing "
-                "(`torch.no_grad()`, the exercise's first paragraph)")
+                "(the paragraph under the exercise, and the hand computation of two targets in *The target each "
+                "learning step moves towards*)")
             _require_one_pass_per_network(name, runs, double)
             by = 5.0
             higher = call(r.clone(), d.clone(), next_states.clone(), online, raised(target, by), double)
@@ -474,16 +475,18 @@ PREDICTIONS.update({
 
 QUESTIONS.update({
     "06.why_batched_faster": ("b", "choosing actions is the same kind of forward pass as section 2's targets, "
-                                   "and its plot decides it: at batch 1 the two ways meet; beyond, the loop's time "
-                                   "grows in step with the batch while the batched time grows more slowly (one "
-                                   "fixed price, plus arithmetic that on a CPU still grows with the batch). So one "
-                                   "call on 16 states costs less than 16 calls, but more than one call on one state",
+                                   "and the ratios printed under its plot decide it: at batch sizes 8 and 32 each "
+                                   "lies above 1, so one batched call costs less than the loop's calls, and below "
+                                   "its batch size, so it costs more than that share of them, more than one call on "
+                                   "one state. The batched call pays the fixed price once, but on a CPU its "
+                                   "arithmetic still grows with the states it carries. 16 lies between 8 and 32: "
+                                   "less than the 16 calls, more than a sixteenth of them",
                               {"a": "a call pays a fixed price before any arithmetic (the *Why* at the top), and "
-                                    "16 calls pay it 16 times: in section 2's plot, do the loop's and the batched "
-                                    "line stay together as the batch grows?",
+                                    "16 calls pay it 16 times: are the ratios printed under section 2's plot near 1 "
+                                    "at batch sizes 8 and 32?",
                                "c": "a sixteenth is what section 5 expects of a GPU, where the arithmetic should be "
-                                    "nearly free; on a CPU, does section 2's batched line stay flat as the batch "
-                                    "grows?"}),
+                                    "nearly free; on a CPU, how do the ratios printed under section 2's plot compare "
+                                    "with their batch sizes?"}),
     "06.double_lower": ("a", "the upward bias comes from near-ties: with one action ten error-spreads ahead, the "
                              "max is nearly always that action's estimate, whose error averages to zero. "
                              "Overestimation is worst where actions are close in value, as in many states of a game "
@@ -524,22 +527,26 @@ QUESTIONS.update({
                         "c": "each step moves it a thousandth of the way to the online weights, so after about a "
                              "thousand steps it has mostly caught up (*Why a target network*, the blend)"}),
     "06.huber_large_error": ("b", "inside the threshold the Huber loss is the squared error, whose gradient is e: "
-                                  "with 10, an error of 5 pushes with 5, not 1",
+                                  "with a threshold of 10, an error of 5 lies inside, so it pushes with 5, as the "
+                                  "squared error would, not 1; only errors beyond 10 have their push capped",
                              {"a": "the push is bounded only beyond the threshold (section 4, *The Huber loss*, step "
                                    "2): where is 5 now?",
                               "c": "the Huber loss never drops an error: inside the threshold it is the squared "
                                    "error (section 4, *The Huber loss*, step 1)"}),
-    "06b.large_ring_twice": ("b", "an array of 1.4 GB is far above glibc's mmap threshold (notebook 01b, section 1): "
-                                  "it gets a mapping of its own from the operating system, and freeing it unmaps "
-                                  "those pages, so the second ring's writes take new pages and its growth is about "
-                                  "the first's. The allocator keeps what small allocations freed (section 3's "
-                                  "exercise), not an array this large",
-                             {"a": "the allocator keeps what small allocations freed; how does an array far above its "
-                                   "mmap threshold get its memory, and where does that go when it is freed (notebook "
-                                   "01b, section 1)?",
-                              "c": "freeing a mapping hands its pages back to the operating system at once; nothing "
-                                   "is kept for the process (notebook 01b, section 1: what happens to a large "
-                                   "array's pages when it is freed)"}),
+    "06b.small_ring_after_large": ("b", "the 1.4 GB array was far above glibc's mmap threshold (notebook 01b, "
+                                        "section 1): it had a mapping of its own, and deleting it handed those pages "
+                                        "back to the operating system, so nothing of it waits in the process for the "
+                                        "small ring. Whether the small ring's 7,056,000 bytes then come from a "
+                                        "mapping of their own or from the allocator's heap, they are new pages, and "
+                                        "writing every slot makes each of them resident once: about 7 MB. Tried in "
+                                        "one process (NumPy, glibc): the small ring grew RSS by its own bytes, to "
+                                        "within a page",
+                                   {"a": "the allocator keeps what small blocks freed; where did the pages of an array "
+                                         "far above its mmap threshold go when it was deleted (notebook 01b, section "
+                                         "1)?",
+                                    "c": "a page is counted once, however often it is written: an array made by "
+                                         "np.zeros takes no pages until it is written (notebook 01b, section 3, "
+                                         "*np.zeros pages arrive when they are written*)"}),
     "06b.fill_every_slot": ("b", "an episode of T transitions takes T + 1 slots: its last frame is written but starts "
                                  "no transition (section 1, the column n), and padded stacks are rebuilt from the "
                                  "episode's first frame at sample time. Here 5 slots of 7,072 bytes per 4 "
