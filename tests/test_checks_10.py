@@ -261,3 +261,89 @@ def test_quiet_ray_sets_plain_output_before_ray(monkeypatch):
         with warnings.catch_warnings(record=True) as caught:
             warnings.warn("IProgress not found. Please update jupyter and ipywidgets.", stacklevel=2)
         assert not caught
+
+
+# -- the questions' keys, verified ---------------------------------------------------------------------------
+
+
+def _held_run(workers: int, ticks: int = 4_000) -> tuple[float, float]:
+    """Question 1's case through the solution's limiter (8 samples per insert), in ticks of 10 ms: each worker offers
+    5 transitions a tick (500 a second), the GPU learner could draw 4 batches of 32 a tick (400 updates a second).
+    Returns (updates per tick, transitions stored per tick) over the ticks after the warm-up."""
+    limiter, least = Limiter(8, 1_000, 64), 1_000
+    inserted = sampled = updates = 0
+    start = None
+    for tick in range(ticks):
+        for _ in range(5 * workers):
+            if limiter.may_insert(inserted, sampled):
+                inserted += 1
+        if start is None and inserted >= least:
+            start = (tick, inserted, updates)
+        for _ in range(4):  # a batch is drawn whole or waits for a later tick (its samples held back until then)
+            if not all(limiter.may_sample(inserted, sampled + k) for k in range(32)):
+                break
+            sampled, updates = sampled + 32, updates + 1
+    tick0, inserted0, updates0 = start
+    return (updates - updates0) / (ticks - tick0), (inserted - inserted0) / (ticks - tick0)
+
+
+def test_question_1_key_a_second_worker_doubles_the_held_learners_updates():
+    """10.limiter_more_workers: held at 8 samples per insert, the learner (the side ahead) makes 125 updates a second
+    beside one worker and 250 beside two; the workers are never held (each stores its 500 a second)."""
+    assert checks.QUESTIONS["10.limiter_more_workers"][0] == "a"
+    one, two = _held_run(1), _held_run(2)
+    assert one[0] * 100 == pytest.approx(125, rel=0.02) and two[0] * 100 == pytest.approx(250, rel=0.02)
+    assert one[1] == pytest.approx(5, rel=0.01) and two[1] == pytest.approx(10, rel=0.01)  # no worker waits
+    assert 32 * two[0] / two[1] == pytest.approx(8, rel=0.02)  # samples per step stays at the target
+
+
+def test_question_2_key_b_the_learners_own_requests_overlap_the_replays_work(monkeypatch):
+    """10.prefetched_batches: the course's Learner asks for its batches as it does in a run (``_next_batch``, with
+    ``DistConfig``'s default prefetch), on a simulated clock: 2 ms per update, 5 ms per batch assembled by a
+    replay actor that serves one request at a time. The slower side sets the pace: about 200 updates a second,
+    not 1 / 7 ms (one after the other) nor 500 (the learner alone)."""
+    from types import SimpleNamespace
+
+    from dqn_course.distributed import roles
+
+    assert checks.QUESTIONS["10.prefetched_batches"][0] == "b"
+    clock = {"now": 0.0, "replay_free": 0.0}
+
+    def sample(batch_size, count):
+        clock["replay_free"] = max(clock["now"], clock["replay_free"]) + 0.005 * count
+        return clock["replay_free"], count
+
+    def get(ref):
+        ready, count = ref
+        clock["now"] = max(clock["now"], ready)
+        return [object()] * count
+
+    monkeypatch.setattr(roles, "ray", SimpleNamespace(get=get))
+    monkeypatch.setattr(roles, "_writable", lambda batch: batch)
+    learner = roles.Learner.__new__(roles.Learner)
+    learner.cfg, learner.queue, learner.next_ref = DistConfig(), [], None
+    learner.replay = SimpleNamespace(sample=SimpleNamespace(remote=sample))
+    updates = 1_000
+    for _ in range(updates):
+        learner._next_batch(None)
+        clock["now"] += 0.002  # the update
+    assert updates / clock["now"] == pytest.approx(200, rel=0.03)
+
+
+def test_the_summary_lines_worker_count_is_the_verdicts():
+    """Notebook 10's summary line names the worker count at which ``verdict`` says adding workers stops helping:
+    both read ``stops_helping``."""
+    from dqn_course.lab.scaling import add_ratios, stops_helping, verdict
+
+    def row(layout, workers, steps, updates):
+        return {"layout": layout, "workers": workers, "env_steps_per_s": steps, "updates_per_s": updates,
+                "learner_threads": 1}
+
+    rows = [row("train", 1, 100, 25), row("ray", 1, 500, 20), row("ray", 2, 900, 19), row("ray", 4, 1_000, 18)]
+    add_ratios(rows)
+    assert stops_helping(rows) == (2, 4, pytest.approx(1_000 / 900), pytest.approx(18 / 19))
+    assert "stops helping at 4 workers" in verdict(rows, 8)
+    rows[3]["env_steps_per_s"] = 1_200  # 2 -> 4 now adds a third: every step helps
+    assert stops_helping(rows) is None and "Up to 4 workers" in verdict(rows, 8)
+    rows[2]["updates_per_s"] = 10  # 1 -> 2 costs half the updates
+    assert stops_helping(rows)[:2] == (1, 2) and "stops helping at 2 workers" in verdict(rows, 8)

@@ -117,18 +117,34 @@ def add_ratios(rows: list[dict]) -> None:
         r["samples_per_step"] = r["updates_per_s"] * BATCH / r["env_steps_per_s"]
 
 
+def steps_up(rows: list[dict]) -> list[tuple[int, int, float, float]]:
+    """Each step up in workers among the Ray rows, in order: (workers before, workers after, env steps/s after over
+    before, updates/s after over before)."""
+    ray_rows = [r for r in rows if r["layout"] == "ray"]
+    return [(a["workers"], b["workers"], b["env_steps_per_s"] / a["env_steps_per_s"],
+             b["updates_per_s"] / a["updates_per_s"]) for a, b in zip(ray_rows, ray_rows[1:])]
+
+
+def stops_helping(rows: list[dict]) -> tuple[int, int, float, float] | None:
+    """The first step up in workers that does not help, as ``steps_up`` gives it (workers before, workers after,
+    env steps/s ratio, updates/s ratio), or None when every step timed helps. A step helps when it adds at least
+    ``HELPS - 1`` (15%) env steps/s and costs the learner at most ``1 - 1 / HELPS`` (13%) of its updates/s: one
+    factor read both ways, a margin over the few percent by which two timings of one layout differ."""
+    for step in steps_up(rows):
+        if step[2] < HELPS or step[3] < 1 / HELPS:
+            return step
+    return None
+
+
 def verdict(rows: list[dict], cores: int) -> str:
-    """Where adding workers stops helping, in words, from this run's numbers."""
+    """Where adding workers stops helping (``stops_helping``), in words, from this run's numbers."""
     ray_rows = [r for r in rows if r["layout"] == "ray"]
     one = ray_rows[0]
     lines = [f"Ray with 1 worker: {one['steps_vs_train']:.2f}x the single-process loop's env steps/s and "
              f"{one['updates_vs_train']:.2f}x its updates/s (acting and learning no longer wait for each other)."]
-    stop = None
-    for a, b in zip(ray_rows, ray_rows[1:]):
-        steps, updates = b["env_steps_per_s"] / a["env_steps_per_s"], b["updates_per_s"] / a["updates_per_s"]
-        lines.append(f"{a['workers']} -> {b['workers']} workers: {steps:.2f}x env steps/s, {updates:.2f}x updates/s.")
-        if stop is None and (steps < HELPS or updates < 1 / HELPS):
-            stop = (b["workers"], steps, updates)
+    lines += [f"{a} -> {b} workers: {steps:.2f}x env steps/s, {updates:.2f}x updates/s."
+              for a, b, steps, updates in steps_up(rows)]
+    stop = stops_helping(rows)
     if stop is None:
         n = ray_rows[-1]["workers"]
         room = ("each has a core of its own" if busy_processes(n) <= cores
@@ -136,7 +152,7 @@ def verdict(rows: list[dict], cores: int) -> str:
         lines.append(f"Up to {n} workers, each step added at least {HELPS - 1:.0%} env steps/s and cost the learner "
                      f"less than {1 - 1 / HELPS:.0%} of its updates/s. {_processes(n, cores)}: {room}.")
         return "\n".join(lines)
-    n, steps, updates = stop
+    _, n, steps, updates = stop
     what = []
     if steps < HELPS:
         what.append(f"changes env steps/s by {steps - 1:+.0%}")

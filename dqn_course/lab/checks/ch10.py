@@ -214,25 +214,38 @@ def check_rate_limiter(limiter_class: Any) -> bool | None:
 
 
 QUESTIONS.update({
-    "10.samples_per_step": ("a", "samples per step = batch size x updates / transitions stored: the updates per second "
-                                 "rose four-fold and the transitions stored per second did not, so only a batch a "
-                                 "quarter the size, 32 / 4 = 8, keeps the product where it was",
-                            {"b": "a bigger batch at four times the updates multiplies the samples drawn, not the "
-                                  "transitions stored: write samples per step as its three terms (*The shape*, the "
-                                  "learner's line) and see which way each change moves it",
-                             "c": "samples per step counts the samples the learner draws as well as the transitions "
-                                  "the worker stores: which of its terms did the GPU change? (*The shape*, the "
-                                  "learner's line)"}),
-    "10.second_worker": ("c", "the 4 workers, the learner's process and the replay actor, which the learner's requests "
-                              "for batches never let rest, are six busy processes on eight cores: two more workers "
-                              "fill them, and a third would take turns with the others. Logical CPUs place actors; "
-                              "they add no core",
-                         {"a": "a process that answers calls is busy while the calls keep coming: the learner asks "
-                               "for its next batch as soon as it has one, and the replay actor assembles each (*The "
-                               "shape*; section 2, the replay actor). Count every busy process against the real "
-                               "cores",
-                          "b": "logical CPUs are Ray's unit for placing actors, not cores: processes beyond the real "
-                               "cores take turns on them (the paragraph that starts Ray, before section 1)"}),
+    # Question 1 (a rate limiter's target held while the side behind speeds up): one worker stores 500 transitions
+    # per second, a GPU learner could make 400 updates of 32 (25.6 samples per step); held at 8, it makes
+    # 500 x 8 / 32 = 125 updates/s. A second worker doubles the transitions: 250 updates/s, still within its 400.
+    # tests/test_checks_10.py replays the case through the solution's limiter.
+    "10.limiter_more_workers": ("a", "the limiter holds the ratio at 8 samples per transition stored, so the "
+                                     "learner, the side that runs ahead, makes 500 x 8 / 32 = 125 updates/s with "
+                                     "one worker and waits for the rest. A second worker stores twice the "
+                                     "transitions, which owe twice the samples: 250 updates/s, still within the 400 "
+                                     "the GPU could make, at 8 samples per step. Only the side ahead waits, so the "
+                                     "workers are never held",
+                                {"b": "that is the free run of section 4, where nothing holds the ratio: here the "
+                                      "limiter lets the learner draw samples per transition stored, so more "
+                                      "transitions let it draw more (section 4, *Holding the ratio: a rate "
+                                      "limiter*)",
+                                 "c": "a rate limiter makes wait only the side that runs ahead of its target: which "
+                                      "side is ahead when the learner could draw 25.6 samples per step and the "
+                                      "target is 8? (section 4, *Holding the ratio: a rate limiter*)"}),
+    # Question 2 (the learner's requests to the replay actor, Learner._next_batch): an update takes 2 ms and a batch
+    # 5 ms to assemble; with the next request in flight while the learner learns, the slower of the two sets the
+    # pace, 1 / 5 ms = 200 updates/s (one after the other: 1 / 7 ms, about 140; the learner alone: 500).
+    # tests/test_checks_10.py times the Learner's own request loop on a simulated clock.
+    "10.prefetched_batches": ("b", "the learner asks for the next batches as soon as a reply arrives, so the replay "
+                                   "actor assembles them while the learner learns from the last ones: the two "
+                                   "overlap, and the slower, 5 ms a batch, sets the pace, 1 / 5 ms = 200 updates/s. "
+                                   "The GPU then waits about 3 ms of every 5: a faster replay actor would lift "
+                                   "it, a faster GPU would not",
+                              {"a": "that is an update and a batch one after the other, 7 ms each: true of a "
+                                    "learner that asks for each batch only when it needs it. This page's learner "
+                                    "asks ahead (*The shape*, the learner's line)",
+                               "c": "asking ahead overlaps assembling with learning, but the replay actor still "
+                                    "spends 5 ms on each batch: can the learner use batches faster than they "
+                                    "are made? (*The shape*, the learner's line)"}),
 })
 
 
