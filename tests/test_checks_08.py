@@ -288,6 +288,25 @@ def test_solution_cell_passes_its_checks():
     assert out.count("✓") == 4, out
 
 
+def test_weight_ratio_key_is_what_prioritized_memory_computes():
+    """Question 3's key (half the memory at priority 2, half at 1, alpha 0.6, beta 0.4: a priority-1 weight over a
+    priority-2 one) is the ratio dqn_course.per.importance_weights gives, and each option is the number its
+    mistake makes: alpha left out (b) or beta taken as 1 (c)."""
+    from dqn_course.per import importance_weights
+
+    n = 400_000
+    leaves = np.repeat([2.0, 1.0], n // 2) ** 0.6  # what the tree holds: p^alpha
+    probs = leaves / leaves.sum()
+    weights = importance_weights(probs[[0, -1]], n, 0.4)
+    ratio = weights[1] / weights[0]
+    assert round(float(ratio), 2) == 1.18
+    assert round(2 ** 0.4, 2) == 1.32 and round(2 ** 0.6, 2) == 1.52
+    assert checks.check_question("08.weight_ratio", "a")
+    for letter, section in (("b", "Why PER"), ("c", "Where the weight comes from")):
+        with pytest.raises(AssertionError, match=section):
+            checks.check_question("08.weight_ratio", letter)
+
+
 def test_the_drawn_walk_finds_the_compiled_trees_leaf():
     """pictures_late.sum_tree_walk (drawn in notebook 08) ends at the leaf CompiledSumTree.find returns."""
     from dqn_course.lab.pictures_late import draw_sum_tree, sum_tree_walk

@@ -263,14 +263,16 @@ QUESTIONS.update({
                                   "grows with the batch, it is not paid once per batch",
                              "c": "the walk grows with the batch, but an eager update on a GPU is mostly the launching "
                                   "of its operations, which does not (section 3, How to read these numbers)"}),
-    "08.equal_priorities": ("a", "with equal priorities every P(i) is 1/N, so every N·P(i) is 1 and so is every "
-                                 "weight: the draws are uniform, and there is no bias to correct",
-                            {"b": "the weight of *Why PER* multiplies P(i) by N before the exponent, and is then "
-                                  "divided by the batch's largest: with equal priorities P(i) is 1/N, so what is "
-                                  "N·P(i)? (*Where the weight comes from*)",
-                             "c": "β sets how much of the bias is corrected; with equal priorities the draws are "
-                                  "uniform and every N·P(i) is the same, so every weight is too (*Where the weight "
-                                  "comes from*)"}),
+    "08.weight_ratio": ("a", "P(i) follows p^α, so a priority-1 transition is drawn (1/2)^0.6 times as often as a "
+                             "priority-2 one, and w = (N·P(i))^−β turns that into a weight 2^(0.6 × 0.4) = 2^0.24 ≈ "
+                             "1.18 times as large; N is the same for both, and dividing by the batch's largest weight "
+                             "scales both alike, so neither changes the ratio",
+                        {"b": "2^0.4 ≈ 1.32 is what the weights would be if P(i) followed p itself; the draw follows "
+                              "p^α, so the two transitions' chances differ by less than their priorities (*Why PER*: "
+                              "P(i) and its exponent α)",
+                         "c": "2^0.6 ≈ 1.52 is how much more often the priority-2 transition is drawn, the weights' "
+                              "ratio at β = 1; β = 0.4 corrects only part of that (*Where the weight comes from*: "
+                              "what β does to the weight)"}),
 })
 
 
