@@ -380,7 +380,8 @@ def test_prediction_forgot_factor_near_one_matches_only_close_by():
 
 # Each named prediction with a measurement and inputs like its notebook's (data/executions.json keeps the answers).
 PREDICTION_EXAMPLES = {
-    "01.predict_calls": (61, {"batch": 32, "ending": 3}), "01b.page_rss": (81.92, {}), "02.ball_at_42": (46, {"gray": 110, "pixels": 8}),
+    "01.predict_calls": (61, {"batch": 32, "ending": 3}), "01b.page_rss": (81.92, {}),
+    "02.ball_at_42": (46, {"gray": 110, "pixels": 8}),
     "03.batch_over_255": (7_225_344, {}), "04.frames_stored": (55, {}), "05.deque_bytes": (56_957, {}),
     "06.step_calls": (65, {}), "06.reward_half_life": (69, {}), "06b.blog_factor": (5.35, {}),
     "07.eps_at_900k": (0.109, {}),
