@@ -216,9 +216,23 @@ def test_notebook_01b_solution_cell_passes_its_checks():
 
 def pretouch(buf):
     """The worked answer: one real write per page (a copy, since NumPy skips assigning an array to itself), of the
-    value already there."""
+    value already there, and one of the last byte, whose page a buffer that starts inside a page spills into."""
     flat = buf.reshape(-1).view(np.uint8)
     flat[::mmap.PAGESIZE] = flat[::mmap.PAGESIZE].copy()
+    flat[-1:] = flat[-1:].copy()
+
+
+def _stride_from_the_first_byte(buf):
+    """A page's step from the array's first byte and no more: right on a buffer that starts on a page boundary."""
+    flat = buf.reshape(-1).view(np.uint8)
+    flat[::mmap.PAGESIZE] = flat[::mmap.PAGESIZE].copy()
+
+
+def _off_by_one(buf):
+    """A page's step that stops one page early, ``range(0, n - P, P)``: misses the buffer's last page."""
+    flat = buf.reshape(-1).view(np.uint8)
+    for i in range(0, flat.size - mmap.PAGESIZE, mmap.PAGESIZE):
+        flat[i] = flat[i]
 
 
 def as_course_code(fn):
@@ -272,8 +286,11 @@ WRONG_PRETOUCH = {
     # caught by its allocation, whatever share of the copy's pages the allocator leaves resident
     "a copy written": (lambda buf: np.ones_like(buf), "allocated .* while it ran"),
     "fill with zeros": (lambda buf: buf.fill(0), "changed"),
-    "a 1 in each page": (lambda buf: buf.reshape(-1).view(np.uint8).__setitem__(slice(None, None, mmap.PAGESIZE), 1),
-                         "changed"),
+    "a 1 in each page": (lambda buf: buf.reshape(-1).view(np.uint8).__setitem__(
+        np.r_[0:buf.nbytes:mmap.PAGESIZE, buf.nbytes - 1], 1), "changed"),
+    # the small buffers, read with no slack: the last page missed, the buffer's own or the one it spills into
+    "stops a page early": (_off_by_one, "every page but the last was written: the last page holds"),
+    "a page's step from the first byte": (_stride_from_the_first_byte, "starts 16 bytes into a page"),
     "crashes": (lambda buf: buf.view(np.uint8)[::mmap.PAGESIZE, 0], "raised IndexError"),
     "a copy of the whole buffer": (lambda buf: buf.__setitem__(Ellipsis, buf.copy()), "allocated .* while it ran"),
 }
@@ -284,6 +301,46 @@ def test_pretouch_wrong(name):
     wrong, hint = WRONG_PRETOUCH[name]
     with pytest.raises(AssertionError, match=hint):
         checks.check_pretouch(wrong)
+
+
+def test_pretouch_small_buffers_are_read_with_no_slack():
+    """Missing one page of a few thousand passes the large buffers' slack; the small ones catch it, aligned or not,
+    and the fresh buffer that starts inside a page spans one page more than its bytes fill."""
+    from dqn_course.lab.checks.ch00_01 import (PRETOUCH_OFFSET, PRETOUCH_SLACK, PRETOUCH_SMALL, _fresh_buffer,
+                                               _pretouch_cases, _pretouch_growth)
+
+    page = mmap.PAGESIZE
+    large_uint8, _, small_uint8, unaligned = _pretouch_cases(page)
+    assert unaligned[3] == PRETOUCH_OFFSET and unaligned[4] == small_uint8[4] == 0 < large_uint8[4] == PRETOUCH_SLACK
+    buf = _fresh_buffer(PRETOUCH_SMALL * page, "float32", (PRETOUCH_SMALL * page // 4,), PRETOUCH_OFFSET)
+    assert buf.ctypes.data % page == PRETOUCH_OFFSET and not buf.any()
+    dtype, nbytes, shape, offset, _ = large_uint8  # the off-by-one passes where a few pages may be missed
+    growth, _ = _pretouch_growth(_off_by_one, nbytes, dtype, shape, offset)
+    assert growth >= (-(-nbytes // page) - PRETOUCH_SLACK) * page
+    dtype, nbytes, shape, offset, _ = unaligned
+    assert _pretouch_growth(pretouch, nbytes, dtype, shape, offset)[0] >= (PRETOUCH_SMALL + 1) * page
+    with pytest.raises(AssertionError, match=f"{PRETOUCH_SMALL + 1} pages of .* grew by {PRETOUCH_SMALL} pages"):
+        checks.check_pretouch(_stride_from_the_first_byte)
+
+
+@pytest.mark.parametrize("page, measured", [(4_096, 81.92), (16_384, 200.0)], ids=["4 KiB pages", "16 KiB pages"])
+def test_page_rss_mistakes_follow_the_page_size(page, measured):
+    """01b's prediction: its hints are built from the page size against the 10,000-byte stride, so that they hold
+    on an Apple-silicon Mac's 16 KiB pages too (every page written there: the whole array is the answer)."""
+    from dqn_course.lab.checks.ch00_01 import _page_rss_mistakes
+
+    mistakes = _page_rss_mistakes(measured, page=page)
+    assert all(abs(wrong - measured) > 0.02 * measured for wrong in mistakes)
+    assert (200.0 in mistakes) == (page == 4_096)  # the whole array: a mistake only where pages are smaller
+    if page == 4_096:
+        assert "smaller than the 10,000 bytes" in mistakes[200.0]
+    else:
+        assert "16,384 bytes here) is larger" in mistakes[327.68] and "4,096 bytes" in mistakes[81.92]
+    for wrong, why in mistakes.items():
+        with pytest.raises(AssertionError) as raised:
+            checks.check_prediction_of("01b.page_rss", wrong, measured, page=page)
+        assert why in str(raised.value)
+    assert checks.check_prediction_of("01b.page_rss", measured, measured, page=page) is True
 
 
 def test_pretouch_peak_is_read_with_tracing_on_or_off():

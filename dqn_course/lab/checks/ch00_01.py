@@ -57,8 +57,8 @@ def check_next_stack(next_stack) -> bool | None:
 
     Run on stacks of raw 210x160x3 screens and of 84x84 gray frames (random values, so every screen differs),
     twice in a row (s' becomes the next s). ``state`` must come back unchanged: a blog memory has already stored it
-    as a transition's s. Once right, it prints the bytes of pixels one transition ``[s, a, r, s', done]`` holds with
-    that s', and a million of them: the top rung of the course's memory ladder. The course's or a library's
+    as a transition's s. The pass message prints no figure: the top rung's bytes have one home, notebook 00's summary
+    cell, which builds a transition with the learner's function (``next_stack_passes``). The course's or a library's
     function is refused (``_require_learners_code``); any other failure raises ``AssertionError`` with a hint.
     """
     if next_stack is None:
@@ -99,13 +99,8 @@ def check_next_stack(next_stack) -> bool | None:
                 f"{root.nbytes:,}-byte array: the view keeps all of it in RAM, more than the {got.nbytes:,} bytes of "
                 "s': return an array of its own")
             state = got
-    state = _screens(RAW_SCREEN, STACK + 1, 2)
-    s, s2 = state[:STACK].copy(), next_stack(state[:STACK].copy(), state[STACK].copy())
-    pixels = s.nbytes + s2.nbytes
-    return _passed(f"next_stack builds s' right, on raw screens and on gray frames, and leaves s alone. One "
-                   f"transition [s, a, r, s', done] of raw screens with your s' holds s.nbytes + s'.nbytes = "
-                   f"{pixels:,} bytes of pixels; a million of them, {pixels * 1_000_000 / 1e9:,.1f} GB: the top rung "
-                   "of the course's memory ladder")
+    return _passed("next_stack builds s' right, on raw screens and on gray frames, as a new array, and leaves s "
+                   "alone; the cells under *Summary* build a top-rung transition with it and print its bytes")
 
 
 def next_stack_passes(next_stack: Callable) -> bool:
@@ -125,29 +120,33 @@ def next_stack_passes(next_stack: Callable) -> bool:
             return False
 
 
-PRETOUCH_PAGES = 2_048  # pages of each fresh buffer the check hands to pretouch
-PRETOUCH_SLACK = 32  # pages of RSS a reading may miss: the interpreter's own frees and allocations around the call
+PRETOUCH_PAGES = 2_048  # pages of each large fresh buffer the check hands to pretouch
+PRETOUCH_SLACK = 32  # pages of RSS a large buffer's reading may miss: the interpreter's own frees and allocations
 PRETOUCH_EXTRA = 32  # pages pretouch may allocate while it runs (tracemalloc's peak): a page of values, no copy
+PRETOUCH_SMALL = 3  # pages of each small fresh buffer, read with no slack: one page missed fails
+PRETOUCH_OFFSET = 16  # bytes into its first page where the unaligned buffer starts, as glibc places a large array
 
 
-def _fresh_buffer(nbytes: int, dtype: str, shape: tuple) -> np.ndarray:
+def _fresh_buffer(nbytes: int, dtype: str, shape: tuple, offset: int = 0) -> np.ndarray:
     """An array of ``nbytes`` over a fresh anonymous mapping of whole pages, private to this process, none of them
-    written yet: the OS backs a page with RAM (RSS) when it is first written. Where the OS takes the advice, the
-    mapping asks for no huge pages, so that one write makes one page resident, not a 2 MB block of them."""
-    size = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
+    written yet: the OS backs a page with RAM (RSS) when it is first written. The array starts ``offset`` bytes into
+    the mapping's first page (a large ``np.zeros`` array from glibc starts 16 bytes in, after the allocator's
+    header), so it spans ``ceil((offset + nbytes) / page)`` pages. Where the OS takes the advice, the mapping asks
+    for no huge pages, so that one write makes one page resident, not a 2 MB block of them."""
+    size = -(-(offset + nbytes) // mmap.PAGESIZE) * mmap.PAGESIZE
     mapping = mmap.mmap(-1, size) if sys.platform == "win32" else mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
     if hasattr(mmap, "MADV_NOHUGEPAGE"):
         mapping.madvise(mmap.MADV_NOHUGEPAGE)
-    return np.frombuffer(mapping, dtype, count=nbytes // np.dtype(dtype).itemsize).reshape(shape)
+    return np.frombuffer(mapping, dtype, count=nbytes // np.dtype(dtype).itemsize, offset=offset).reshape(shape)
 
 
-def _pretouch_growth(pretouch, nbytes: int, dtype: str, shape: tuple) -> tuple[int, int]:
+def _pretouch_growth(pretouch, nbytes: int, dtype: str, shape: tuple, offset: int = 0) -> tuple[int, int]:
     """``(RSS growth, peak allocated)`` of this process over one ``pretouch(buf)`` call on a fresh buffer
-    (``_fresh_buffer``): the growth from before the call to after it, and the most bytes that Python's and NumPy's
-    allocators held at once during the call beyond what they held before it (``tracemalloc``'s peak; tracing is
-    started for the call and stopped after it unless it was already on). Raises ``AssertionError`` if the call
-    raises."""
-    buf = _fresh_buffer(nbytes, dtype, shape)
+    (``_fresh_buffer``, ``offset`` bytes into its first page): the growth from before the call to after it, and the
+    most bytes that Python's and NumPy's allocators held at once during the call beyond what they held before it
+    (``tracemalloc``'s peak; tracing is started for the call and stopped after it unless it was already on). Raises
+    ``AssertionError`` if the call raises."""
+    buf = _fresh_buffer(nbytes, dtype, shape, offset)
     gc.collect()
     tracing = tracemalloc.is_tracing()
     if not tracing:
@@ -165,54 +164,80 @@ def _pretouch_growth(pretouch, nbytes: int, dtype: str, shape: tuple) -> tuple[i
     return growth, peak
 
 
-def check_pretouch(pretouch) -> bool | None:
-    """Notebook 01b: ``pretouch(buf)`` writes every page of a fresh NumPy array once, so that RSS grows by its
-    ``nbytes``, and leaves every value as it was.
+def _pretouch_cases(page: int) -> tuple[tuple[str, int, tuple, int, int], ...]:
+    """The fresh buffers ``check_pretouch`` hands to pretouch, as ``(dtype, nbytes, shape, offset, slack)``: two
+    large ones of about ``PRETOUCH_PAGES`` pages (a ``uint8`` one a few bytes short of whole pages, then ``float32``
+    84x84 frames), read with ``PRETOUCH_SLACK`` pages of slack; then two small ones read with none: ``uint8``, a few
+    bytes short of ``PRETOUCH_SMALL`` pages, and ``float32`` values filling exactly that many pages' worth of bytes
+    but starting ``PRETOUCH_OFFSET`` bytes into a page, so that their last bytes lie in one page more."""
+    frame = GRAY_FRAME[0] * GRAY_FRAME[1] * 4  # one float32 84x84 frame, in bytes
+    frames = -(-PRETOUCH_PAGES * page // frame)
+    large, small = PRETOUCH_PAGES * page - 100, PRETOUCH_SMALL * page
+    return (("uint8", large, (large,), 0, PRETOUCH_SLACK),
+            ("float32", frames * frame, (frames, *GRAY_FRAME), 0, PRETOUCH_SLACK),
+            ("uint8", small - 100, (small - 100,), 0, 0),
+            ("float32", small, (small // 4,), PRETOUCH_OFFSET, 0))
 
-    Measured, not read off the code: each fresh buffer (``_fresh_buffer``: a 1-D ``uint8`` one a few bytes short of
-    ``PRETOUCH_PAGES`` pages, then ``float32`` 84x84 frames filling about as many) is made untouched, RSS is read
-    before and after one call, and the growth must reach the pages the buffer spans, less ``PRETOUCH_SLACK`` pages
-    (the page size is the OS's, ``mmap.PAGESIZE``; no timing is involved), and the call may allocate at most
-    ``PRETOUCH_EXTRA`` pages while it runs (``tracemalloc``'s peak): a pretouch that copies the buffer needs twice
-    its RAM at the moment a pretouch is for. Then a buffer that holds data, ``uint8`` and ``float32``, must hold the
-    same values after the call. The course's or a library's function is refused
-    (``_require_learners_code``); a wrong one raises ``AssertionError`` with a hint, which names the likely mistake:
-    no page written, a page counted in values instead of bytes (a quarter of a ``float32`` buffer), part of them, a
-    copy of the buffer.
+
+def _pretouch_hint(dtype: str, share: float, missing: int, offset: int, nbytes: int, page: int) -> str:
+    """Why a pretouch left pages unwritten, from what it left: the ``share`` of the pages RSS saw written and the
+    pages ``missing``, on a ``dtype`` buffer of ``nbytes`` starting ``offset`` bytes into a page of ``page`` bytes."""
+    if share < 0.05:
+        return ("(almost) no page became resident: a page costs RSS when it is first written, whatever is written; "
+                "reading it is not enough, and NumPy skips assigning an array to itself (the same memory), so that "
+                "writes nothing either (section 3)")
+    if dtype == "float32" and abs(share - 1 / np.dtype(dtype).itemsize) < 0.05:
+        return (f"about a quarter of the pages were written: a page is {page:,} bytes, and a float32 value takes 4 of "
+                f"them, so a step of {page:,} values jumps over 4 pages (section 3: pages are counted in bytes)")
+    if missing == 1 and offset:
+        tail = (offset + nbytes) % page
+        return (f"every page but the last was written: this buffer starts {offset} bytes into a page, as a large "
+                f"np.zeros array does, so its last {tail:,} bytes lie in one more page than its nbytes alone would "
+                "fill; pages are counted from the page boundaries, not from the array's first byte (the exercise's "
+                "second paragraph)")
+    if missing == 1:
+        return ("every page but the last was written: the last page holds the buffer's final bytes, less than a "
+                "page of them, and needs its write too; RSS counts a page once any byte of it is written (section 3)")
+    return ("only part of the pages were written: every page of the buffer needs one write, whatever the array's "
+            "shape and dtype, since a page is a stretch of bytes in memory (section 3)")
+
+
+def check_pretouch(pretouch) -> bool | None:
+    """Notebook 01b: ``pretouch(buf)`` writes every page of a NumPy array once, so that RSS grows by every page the
+    array spans, and leaves every value as it was.
+
+    Measured, not read off the code: each fresh buffer of ``_pretouch_cases`` is made untouched (``_fresh_buffer``),
+    RSS is read before and after one call, and the growth must reach the pages the buffer spans, less its slack:
+    ``PRETOUCH_SLACK`` pages for the two large buffers, none for the two small ones, one of which starts
+    ``PRETOUCH_OFFSET`` bytes into a page, so that a pretouch which misses the last page fails (the page size is the
+    OS's, ``mmap.PAGESIZE``; no timing is involved). The call may allocate at most ``PRETOUCH_EXTRA`` pages while it
+    runs (``tracemalloc``'s peak): a pretouch that copies the buffer needs twice its RAM at the moment a pretouch is
+    for. Then a buffer that holds data, ``uint8`` and ``float32``, must hold the same values after the call. The
+    course's or a library's function is refused (``_require_learners_code``); a wrong one raises ``AssertionError``
+    with a hint, which names the likely mistake: no page written, a page counted in values instead of bytes (a
+    quarter of a ``float32`` buffer), the last page missed (the buffer's own or, where it starts inside a page, the
+    one its last bytes spill into), part of them, a copy of the buffer.
     """
     if pretouch is None:
         return _not_answered_yet("write `pretouch(buf)` and pass the function")
     _require_learners_code(pretouch, "pretouch(buf)")
     page = mmap.PAGESIZE
-    frame = GRAY_FRAME[0] * GRAY_FRAME[1] * 4  # one float32 84x84 frame, in bytes
-    frames = -(-PRETOUCH_PAGES * page // frame)
-    cases = (("uint8", PRETOUCH_PAGES * page - 100, (PRETOUCH_PAGES * page - 100,)),
-             ("float32", frames * frame, (frames, *GRAY_FRAME)))
-    for dtype, nbytes, shape in cases:
-        growth, peak = _pretouch_growth(pretouch, nbytes, dtype, shape)
-        spanned = -(-nbytes // page)
+    for dtype, nbytes, shape, offset, slack in _pretouch_cases(page):
+        growth, peak = _pretouch_growth(pretouch, nbytes, dtype, shape, offset)
+        spanned = -(-(offset + nbytes) // page)
         assert peak <= PRETOUCH_EXTRA * page, (  # first: a copy's own pages can make RSS grow, or not, as it may
             f"pretouch(buf) on a fresh {dtype} buffer of shape {shape} ({nbytes:,} bytes) allocated {peak:,} bytes "
             f"while it ran, {peak / nbytes:.0%} of the buffer's size: a pretouch is for a buffer the machine can only "
             "just hold, and a copy of it needs its RAM a second time at that very moment; write each page in place, "
             "where one value per page is all it takes (section 3)")
-        if growth >= (spanned - PRETOUCH_SLACK) * page:
+        if growth >= (spanned - slack) * page:
             continue
-        share = max(growth, 0) / (spanned * page)
-        if share < 0.05:
-            hint = ("(almost) no page became resident: a page costs RSS when it is first written, whatever is "
-                    "written; reading it is not enough, and NumPy skips assigning an array to itself (the same "
-                    "memory), so that writes nothing either (section 3)")
-        elif dtype == "float32" and abs(share - 1 / np.dtype(dtype).itemsize) < 0.05:
-            hint = (f"about a quarter of the pages were written: a page is {page:,} bytes, and a float32 value "
-                    f"takes 4 of them, so a step of {page:,} values jumps over 4 pages (section 3: pages are counted "
-                    "in bytes)")
-        else:
-            hint = ("only part of the pages were written: every page of the buffer needs one write, whatever the "
-                    "array's shape and dtype, since a page is a stretch of bytes in memory (section 3)")
-        raise AssertionError(f"pretouch(buf) on a fresh {dtype} buffer of shape {shape} ({nbytes:,} bytes, "
-                             f"{spanned:,} pages of {page:,} bytes): RSS grew by {max(growth, 0) / page:,.0f} pages, "
-                             f"{share:.0%} of them: {hint}.")
+        written = max(growth, 0) // page
+        where = f", starting {offset} bytes into its first page" if offset else ""
+        raise AssertionError(f"pretouch(buf) on a fresh {dtype} buffer of shape {shape} ({nbytes:,} bytes{where}, "
+                             f"{spanned:,} pages of {page:,} bytes): RSS grew by {written:,} pages, "
+                             f"{written / spanned:.0%} of them: "
+                             f"{_pretouch_hint(dtype, written / spanned, spanned - written, offset, nbytes, page)}.")
     rng = np.random.default_rng(0)
     for data in (rng.integers(1, 256, size=3 * page + 7, dtype=np.uint8),
                  rng.normal(size=(3, *GRAY_FRAME)).astype(np.float32)):
@@ -224,8 +249,10 @@ def check_pretouch(pretouch) -> bool | None:
             f"data (the first at flat index {changed[0]:,}): a buffer may already hold frames, and pretouching must "
             "keep them; to the OS a write is a write, whatever value it stores (section 3)")
     return _passed(f"pretouch works: on fresh uint8 and float32 buffers of about {PRETOUCH_PAGES:,} pages each "
-                   f"({page:,} bytes a page here), RSS grew by every page they span, and buffers that held data kept "
+                   f"({page:,} bytes a page here), RSS grew by every page they span, and on small ones, one starting "
+                   f"{PRETOUCH_OFFSET} bytes into a page, by every page to the last; buffers that held data kept "
                    "their values")
+
 
 BLOG_STATE = (105, 80, 1)  # the blog's stored state: every second row and column of the gray image, a channel axis
 OWNED_SLACK = 1_024  # bytes a kept state may hold beyond its pixels: the array's header, tracemalloc's own records
@@ -325,6 +352,41 @@ def check_own_preprocess(own_preprocess) -> bool | None:
                    "freed once dropped")
 
 
+PAGE_RSS_BYTES, PAGE_RSS_STRIDE = 200 * 10**6, 10_000  # notebook 01b, section 3: the fresh mapping, a 1 every STRIDE
+
+
+def _page_rss_mistakes(measured: float, page: int | None = None) -> dict[float, str]:
+    """The MB of RSS growth a learner who made a likely mistake would predict for notebook 01b's strided writes
+    (``PAGE_RSS_BYTES`` of fresh zero pages, a 1 every ``PAGE_RSS_STRIDE`` bytes), each with its hint. Built from
+    the page size, ``page`` (``mmap.PAGESIZE`` unless given: a test passes an Apple-silicon Mac's 16,384), against
+    the stride, not from ``measured`` (only the MiB slip is a unit of it): where a page is smaller than the stride,
+    each write makes a page of its own resident, and the whole array is a mistake; where it is larger, every page
+    is written, the whole array is the answer, and one page per write counts pages twice."""
+    page = page or mmap.PAGESIZE
+    writes = len(range(0, PAGE_RSS_BYTES, PAGE_RSS_STRIDE))
+    section = "(section 3, the first paragraph)"
+    mistakes = {
+        0: f"fresh zero pages cost nothing until written, but here some are written: RSS counts every page written at "
+           f"least once, however little of it {section}",
+        writes / 1e6: f"that counts the bytes written; RSS counts whole pages, however little of each is written: how "
+                      f"many pages do the writes touch? {section}",
+        measured * 1e6 / 2**20: "that is MiB; a MB here is 10⁶ bytes, as everywhere in the course"}
+    if page < PAGE_RSS_STRIDE:
+        mistakes[PAGE_RSS_BYTES / 1e6] = (
+            f"that is the whole array: a page ({page:,} bytes here) is smaller than the {PAGE_RSS_STRIDE:,} bytes "
+            f"between two writes, so the pages between them are never written and cost no RAM {section}")
+    else:
+        mistakes[writes * page / 1e6] = (
+            f"that counts a page per write, more pages than the array has: a page ({page:,} bytes here) is larger "
+            f"than the {PAGE_RSS_STRIDE:,} bytes between two writes, so neighbouring writes land in the same page, "
+            f"and RSS counts a page once {section}")
+    if page != 4_096:
+        mistakes.setdefault(writes * 4_096 / 1e6, (
+            f"that takes a page to be 4,096 bytes, as on most PCs; this machine's page is {page:,} bytes (the "
+            f"measuring cell prints it) {section}"))
+    return mistakes
+
+
 _LEARNING = "section 1, *Learning*"
 
 
@@ -347,32 +409,23 @@ PREDICTIONS.update({
                "after the check)"},
         "count the forward passes replay() makes for a transition whose game goes on, then for one that ends it, "
         f"then for the whole minibatch ({_LEARNING})"),
-    # a fresh 200 MB mapping of zero pages, a 1 written every 10,000 bytes: each write lands in a page of its own
-    "01b.page_rss": Prediction("the MB of RSS growth, a 1 written every 10,000 bytes", 0.02, lambda m: {
-        0: "fresh zero pages cost nothing until written, but here some are written: RSS counts every page written at "
-           "least once, however little of it (section 3, the first paragraph)",
-        m * 10_000 / mmap.PAGESIZE: "that is the whole array: a page is smaller than the 10,000 bytes between two "
-                                    "writes, so the pages between them are never written and cost no RAM (section 3, "
-                                    "the first paragraph)",
-        m / mmap.PAGESIZE: "that counts the bytes written; RSS counts whole pages, however little of each is written: "
-                           "how many pages do the writes touch? (section 3, the first paragraph)",
-        m * 1e6 / 2**20: "that is MiB; a MB here is 10⁶ bytes, as everywhere in the course"},
-        "count the writes, then the pages they touch (how far apart two writes are, against a page's size), and what "
-        "RSS counts for each page (section 3, the first paragraph)"),
+    "01b.page_rss": Prediction("the MB of RSS growth, a 1 written every 10,000 bytes", 0.02, _page_rss_mistakes,
+                               "count the writes, then the pages they touch (how far apart two writes are, against "
+                               "a page's size), and what RSS counts for each page (section 3, the first paragraph)"),
 })
 
 
 QUESTIONS.update({
-    "00.invaders_done": ("b", "the agent learns from the reward clipped to its sign, so the alien's 20 points give "
-                              "r = 1; the game is over, lives left or not, so done = 1 and the future term drops: "
-                              "y = 1 + 0.99 × (1 − 1) × 2.0 = 1 (a lost life is only the course's extra reason for "
-                              "done, not the only one)",
-                         {"a": "done marks a step after which nothing follows, and nothing follows the end of a game, "
-                               "whatever ends it; a lost life is one more case the course adds, not the only one "
-                               "(section 6, *DQN in one page*, the TD target and its factor 1 − done)",
-                          "c": "the factor 1 − done multiplies the future term only: the reward of the last step "
-                               "stays in the target; the lost-life line gives 0 because its reward was 0 (section 6, "
-                               "*DQN in one page*, the TD target and its factor 1 − done)"}),
+    "00.invaders_time_limit": ("b", "the alien's 30 points clip to r = 1 (the score keeps the 30); a time limit is a "
+                                    "truncation, not done: the state still had a future, only the clock stopped the "
+                                    "game, so the future term stays: y = 1 + 0.99 × (1 − 0) × 2.0 = 2.98 (the game "
+                                    "restarts all the same)",
+                               {"a": "a game cut by a time limit is not `done` for learning: the state still had a "
+                                     "future, only the clock stopped the game, so the target keeps its future term "
+                                     "(section 6, *DQN in one page*, the time-limit case)",
+                                "c": "the agent learns from the reward clipped to its sign, not from the points: an "
+                                     "alien of any value is a reward of +1 to learn from, the score alone keeps the "
+                                     "points (section 6, *DQN in one page*, the TD target)"}),
     "01.killed_scaling": ("b", "the baseline is in RAM on either machine, paid once: all the added RAM goes to "
                                "transitions, so the process lives twice your steps plus the baseline's worth of "
                                "steps (the baseline over the bytes per step)",
