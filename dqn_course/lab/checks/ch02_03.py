@@ -355,15 +355,16 @@ QUESTIONS.update({
                                 "here 10,001 levels share the range from 0 to 1: compare their spacing with "
                                 "float16's rounding near 1"}),
     "03.int8_store": ("b", "an int8 holds -128 to 127: 255 does not fit, and the cast keeps it modulo 256, "
-                           "255 - 256 = -1; the network converts that -1 to -1.0 and divides it by 255, so a white "
-                           "pixel arrives as about -0.004, darker than black, and every pixel above 127 arrives "
-                           "negative",
+                           "255 - 256 = -1; np.save and np.load keep that int8 -1 as it is, and the loader converts "
+                           "it to -1.0 and divides it by 255, so a white pixel arrives as about -0.004, darker than "
+                           "black, and every pixel above 127 arrives negative",
                       {"a": "NumPy does not clip when it casts integers: a value that does not fit wraps around, "
                             "kept modulo 256, as section 4, *Back into uint8: truncation and wrap-around*, shows "
                             "for uint8",
-                       "c": "the byte keeps its bits, but int8 reads them as a signed number, from -128 to 127, and "
-                            "the conversion to float keeps that number, not the bits: which int8 value does the "
-                            "wrap-around of section 4, *Back into uint8: truncation and wrap-around*, give 255?"}),
+                       "c": "the byte keeps its bits, and the saved file keeps its dtype, but int8 reads those bits "
+                            "as a signed number, from -128 to 127, and the conversion to float keeps that number, not "
+                            "the bits: which int8 value does the wrap-around of section 4, *Back into uint8: "
+                            "truncation and wrap-around*, give 255?"}),
     # 84 x 84 differences of two uint8 frames run from -255 to 255: 511 values, more than one byte's 256
     "03.diff_dtype": ("c", "a difference of two frames runs from 0 - 255 = -255 to 255 - 0 = 255: 511 values, and one "
                            "byte holds 256 (uint8: 0 to 255, int8: -128 to 127), so each 1-byte dtype wraps some of "
@@ -372,7 +373,8 @@ QUESTIONS.update({
                            "of frames",
                       {"a": "a difference can be negative, where the pixel got darker, and uint8 holds 0 to 255 "
                             "only: its arithmetic wraps around at 256 (section 4, *Back into uint8: truncation and "
-                            "wrap-around*); count the values a difference takes, against the 256 a byte holds",
+                            "wrap-around*), so a -1 would be stored, and read by the network, as 255; count the values "
+                            "a difference takes, against the 256 a byte holds",
                        "b": "int8 has a sign, but it is still one byte, 256 values from -128 to 127; count the values "
                             "a difference takes, from the darkest change to the brightest, against those 256 "
                             "(section 4, *Back into uint8: truncation and wrap-around*, and Question 2's int8)"}),
