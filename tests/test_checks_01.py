@@ -243,7 +243,6 @@ def as_course_code(fn):
 
 def test_pretouch_right(capsys):
     assert checks.check_pretouch(pretouch) is True
-    assert checks.check_pretouch(lambda buf: buf.reshape(-1).view(np.uint8).__iadd__(0)) is True  # every byte, += 0
     assert capsys.readouterr().out.startswith("✓")
 
 
@@ -259,6 +258,26 @@ def test_pretouch_measures_a_fresh_buffer_untouched():
     before = rss_bytes()
     buf[::2 * page] = 1  # every other page
     assert abs(rss_bytes() - before - 500 * page) < PRETOUCH_SLACK * page
+
+def test_pretouch_buffer_counts_writes_and_reads_as_an_array():
+    """The check's buffer counts the values written through any view of it, by assignment, a ufunc's ``out=`` or
+    ``np.copyto``, and reads like a plain array, counting nothing."""
+    from dqn_course.lab.checks.ch00_01 import _WriteCounting
+
+    buf = np.zeros((4, 8), np.float32).view(_WriteCounting)
+    buf.writes = [0]
+    flat = buf.reshape(-1).view(np.uint8)
+    assert isinstance(flat, _WriteCounting) and flat.writes is buf.writes
+    flat[::16] = 0  # 8 bytes
+    buf[0] = 1  # 8 values
+    buf[buf > 0] = 1  # a mask selecting those 8
+    buf += 0  # 32 values through out=
+    np.add.at(buf, (0, [1, 2]), 0)  # 2
+    np.copyto(buf[1], 2)  # 8
+    assert buf.writes[0] == 8 + 8 + 8 + 32 + 2 + 8
+    assert buf.sum() == 8 + 16 and (buf == 2).sum() == 8 and buf.copy().max() == 2 and buf.writes[0] == 66
+    assert type(buf.sum()) is np.float32 and type(buf + 1) is np.ndarray
+
 
 
 def test_pretouch_refuses_the_courses_own_function_and_the_pages_imports():
@@ -306,6 +325,10 @@ def test_pretouch_wrong(name):
 def test_pretouch_small_buffers_are_read_with_no_slack():
     """Missing one page of a few thousand passes the large buffers' slack; the small ones catch it, aligned or not,
     and the fresh buffer that starts inside a page spans one page more than its bytes fill."""
+    # every value written: the pages become resident, at a pass over the whole buffer where one write a page does
+    "every byte, += 0": (lambda buf: buf.reshape(-1).view(np.uint8).__iadd__(0), "one write per page is enough"),
+    "every value, += 0": (lambda buf: buf.__iadd__(0), "one write per page is enough"),
+    "the buffer assigned to itself": (lambda buf: buf.__setitem__(slice(None), buf), "one write per page is enough"),
     from dqn_course.lab.checks.ch00_01 import (PRETOUCH_OFFSET, PRETOUCH_SLACK, PRETOUCH_SMALL, _fresh_buffer,
                                                _pretouch_cases, _pretouch_growth)
 
@@ -315,7 +338,8 @@ def test_pretouch_small_buffers_are_read_with_no_slack():
     buf = _fresh_buffer(PRETOUCH_SMALL * page, "float32", (PRETOUCH_SMALL * page // 4,), PRETOUCH_OFFSET)
     assert buf.ctypes.data % page == PRETOUCH_OFFSET and not buf.any()
     dtype, nbytes, shape, offset, _ = large_uint8  # the off-by-one passes where a few pages may be missed
-    growth, _ = _pretouch_growth(_off_by_one, nbytes, dtype, shape, offset)
+    growth, _, writes = _pretouch_growth(_off_by_one, nbytes, dtype, shape, offset)
+    assert writes == -(-nbytes // page) - 1  # one value per page, the last page's missing
     assert growth >= (-(-nbytes // page) - PRETOUCH_SLACK) * page
     dtype, nbytes, shape, offset, _ = unaligned
     assert _pretouch_growth(pretouch, nbytes, dtype, shape, offset)[0] >= (PRETOUCH_SMALL + 1) * page

@@ -125,6 +125,56 @@ PRETOUCH_SLACK = 32  # pages of RSS a large buffer's reading may miss: the inter
 PRETOUCH_EXTRA = 32  # pages pretouch may allocate while it runs (tracemalloc's peak): a page of values, no copy
 PRETOUCH_SMALL = 3  # pages of each small fresh buffer, read with no slack: one page missed fails
 PRETOUCH_OFFSET = 16  # bytes into its first page where the unaligned buffer starts, as glibc places a large array
+PRETOUCH_WRITES = 2  # values pretouch may write per page spanned: one per page, and the last byte's page again
+PRETOUCH_WRITE_SLACK = 8  # values it may write beyond that, on any buffer
+
+
+class _WriteCounting(np.ndarray):
+    """An array that counts the values written into it, for ``check_pretouch``: through ``buf[key] = value`` (the
+    size of the region selected), through a ufunc's ``out=`` (``buf += 0``, ``np.add(buf, 0, out=buf)``, the
+    size of ``out``; ``np.add.at(buf, index, 0)``, the size of the indexed region) and through ``np.copyto`` (the
+    size of its destination). A view of it (``reshape``, ``view(np.uint8)``, a slice) is one too and adds to the same
+    count, held in ``writes``, a one-item list shared by every view; reading (``sum``, comparisons, copies) counts
+    nothing and returns what a plain array would. It counts, it does not forbid: a write by another path (a plain
+    ``view(np.ndarray)``, a ``memoryview``) goes uncounted, so the count is a floor."""
+
+    writes: list | None = None
+
+    def __array_finalize__(self, obj) -> None:
+        self.writes = getattr(obj, "writes", None)
+
+    def _count(self, values: int) -> None:
+        if self.writes is not None:
+            self.writes[0] += int(values)
+
+    def __setitem__(self, key, value) -> None:
+        # the size of what `key` selects, read off a broadcast zero-stride array of bools: one byte per value at
+        # most, where an index array of its own (a fancy key) is allocated anyway; a basic key allocates nothing
+        self._count(np.size(np.broadcast_to(np.False_, self.shape)[key]))
+        super().__setitem__(key, value)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        def plain(x):
+            return x.view(np.ndarray) if isinstance(x, _WriteCounting) else x
+
+        if method == "at" and isinstance(inputs[0], _WriteCounting):
+            inputs[0]._count(np.size(np.broadcast_to(np.False_, inputs[0].shape)[inputs[1]]))
+        if out is not None:
+            for target in out:
+                if isinstance(target, _WriteCounting):
+                    target._count(target.size)
+            kwargs["out"] = tuple(plain(target) for target in out)
+        result = getattr(ufunc, method)(*(plain(x) for x in inputs), **kwargs)
+        if out is not None and method == "__call__":  # in place: hand back the arrays written, as NumPy does
+            return out[0] if len(out) == 1 else out
+        return result
+
+    def __array_function__(self, func, types, args, kwargs):
+        if func is np.copyto:
+            destination = args[0] if args else kwargs.get("dst")
+            if isinstance(destination, _WriteCounting):
+                destination._count(destination.size)
+        return super().__array_function__(func, types, args, kwargs)
 
 
 def _fresh_buffer(nbytes: int, dtype: str, shape: tuple, offset: int = 0) -> np.ndarray:
@@ -140,13 +190,17 @@ def _fresh_buffer(nbytes: int, dtype: str, shape: tuple, offset: int = 0) -> np.
     return np.frombuffer(mapping, dtype, count=nbytes // np.dtype(dtype).itemsize, offset=offset).reshape(shape)
 
 
-def _pretouch_growth(pretouch, nbytes: int, dtype: str, shape: tuple, offset: int = 0) -> tuple[int, int]:
-    """``(RSS growth, peak allocated)`` of this process over one ``pretouch(buf)`` call on a fresh buffer
-    (``_fresh_buffer``, ``offset`` bytes into its first page): the growth from before the call to after it, and the
-    most bytes that Python's and NumPy's allocators held at once during the call beyond what they held before it
-    (``tracemalloc``'s peak; tracing is started for the call and stopped after it unless it was already on). Raises
-    ``AssertionError`` if the call raises."""
-    buf = _fresh_buffer(nbytes, dtype, shape, offset)
+def _pretouch_growth(pretouch, nbytes: int, dtype: str, shape: tuple,
+                     offset: int = 0) -> tuple[int, int, int]:
+    """``(RSS growth, peak allocated, values written)`` of this process over one ``pretouch(buf)`` call on a fresh
+    buffer (``_fresh_buffer``, ``offset`` bytes into its first page, handed over as a ``_WriteCounting`` array): the
+    growth from before the call to after it, the most bytes that Python's and NumPy's allocators held at once during
+    the call beyond what they held before it (``tracemalloc``'s peak; tracing is started for the call and stopped
+    after it unless it was already on), and the values the call wrote into the buffer or its views, counted in
+    whatever dtype each write used (a write of one ``uint8`` byte and of one ``float32`` value both count 1).
+    Raises ``AssertionError`` if the call raises."""
+    buf = _fresh_buffer(nbytes, dtype, shape, offset).view(_WriteCounting)
+    buf.writes = [0]
     gc.collect()
     tracing = tracemalloc.is_tracing()
     if not tracing:
@@ -161,7 +215,7 @@ def _pretouch_growth(pretouch, nbytes: int, dtype: str, shape: tuple, offset: in
     finally:
         if not tracing:
             tracemalloc.stop()
-    return growth, peak
+    return growth, peak, buf.writes[0]
 
 
 def _pretouch_cases(page: int) -> tuple[tuple[str, int, tuple, int, int], ...]:
@@ -204,7 +258,7 @@ def _pretouch_hint(dtype: str, share: float, missing: int, offset: int, nbytes: 
 
 def check_pretouch(pretouch) -> bool | None:
     """Notebook 01b: ``pretouch(buf)`` writes every page of a NumPy array once, so that RSS grows by every page the
-    array spans, and leaves every value as it was.
+    array spans, with about one write per page, and leaves every value as it was.
 
     Measured, not read off the code: each fresh buffer of ``_pretouch_cases`` is made untouched (``_fresh_buffer``),
     RSS is read before and after one call, and the growth must reach the pages the buffer spans, less its slack:
@@ -212,32 +266,40 @@ def check_pretouch(pretouch) -> bool | None:
     ``PRETOUCH_OFFSET`` bytes into a page, so that a pretouch which misses the last page fails (the page size is the
     OS's, ``mmap.PAGESIZE``; no timing is involved). The call may allocate at most ``PRETOUCH_EXTRA`` pages while it
     runs (``tracemalloc``'s peak): a pretouch that copies the buffer needs twice its RAM at the moment a pretouch is
-    for. Then a buffer that holds data, ``uint8`` and ``float32``, must hold the same values after the call. The
-    course's or a library's function is refused (``_require_learners_code``); a wrong one raises ``AssertionError``
-    with a hint, which names the likely mistake: no page written, a page counted in values instead of bytes (a
-    quarter of a ``float32`` buffer), the last page missed (the buffer's own or, where it starts inside a page, the
-    one its last bytes spill into), part of them, a copy of the buffer.
+    for. The buffer counts the values written into it (``_WriteCounting``): at most ``PRETOUCH_WRITES`` per page it
+    spans, plus ``PRETOUCH_WRITE_SLACK``, since one write per page is what makes a page resident, and a pretouch
+    that writes every value (``buf += 0``) does a buffer's worth of work for what a page's worth does. Then a buffer
+    that holds data, ``uint8`` and ``float32``, must hold the same values after the call. The course's or a
+    library's function is refused (``_require_learners_code``); a wrong one raises ``AssertionError`` with a hint,
+    which names the likely mistake: no page written, a page counted in values instead of bytes (a quarter of a
+    ``float32`` buffer), the last page missed (the buffer's own or, where it starts inside a page, the one its last
+    bytes spill into), part of them, a copy of the buffer, every value written instead of one per page.
     """
     if pretouch is None:
         return _not_answered_yet("write `pretouch(buf)` and pass the function")
     _require_learners_code(pretouch, "pretouch(buf)")
     page = mmap.PAGESIZE
     for dtype, nbytes, shape, offset, slack in _pretouch_cases(page):
-        growth, peak = _pretouch_growth(pretouch, nbytes, dtype, shape, offset)
+        growth, peak, writes = _pretouch_growth(pretouch, nbytes, dtype, shape, offset)
         spanned = -(-(offset + nbytes) // page)
-        assert peak <= PRETOUCH_EXTRA * page, (  # first: a copy's own pages can make RSS grow, or not, as it may
-            f"pretouch(buf) on a fresh {dtype} buffer of shape {shape} ({nbytes:,} bytes) allocated {peak:,} bytes "
-            f"while it ran, {peak / nbytes:.0%} of the buffer's size: a pretouch is for a buffer the machine can only "
-            "just hold, and a copy of it needs its RAM a second time at that very moment; write each page in place, "
-            "where one value per page is all it takes (section 3)")
-        if growth >= (spanned - slack) * page:
-            continue
-        written = max(growth, 0) // page
         where = f", starting {offset} bytes into its first page" if offset else ""
-        raise AssertionError(f"pretouch(buf) on a fresh {dtype} buffer of shape {shape} ({nbytes:,} bytes{where}, "
-                             f"{spanned:,} pages of {page:,} bytes): RSS grew by {written:,} pages, "
-                             f"{written / spanned:.0%} of them: "
-                             f"{_pretouch_hint(dtype, written / spanned, spanned - written, offset, nbytes, page)}.")
+        called = f"pretouch(buf) on a fresh {dtype} buffer of shape {shape} ({nbytes:,} bytes{where}"
+        assert peak <= PRETOUCH_EXTRA * page, (  # first: a copy's own pages can make RSS grow, or not, as it may
+            f"{called}) allocated {peak:,} bytes while it ran, {peak / nbytes:.0%} of the buffer's size: a pretouch is "
+            "for a buffer the machine can only just hold, and a copy of it needs its RAM a second time at that very "
+            "moment; write each page in place, where one value per page is all it takes (section 3)")
+        problems = []
+        if growth < (spanned - slack) * page:
+            written = max(growth, 0) // page
+            problems.append(f"RSS grew by {written:,} pages, {written / spanned:.0%} of them: "
+                            f"{_pretouch_hint(dtype, written / spanned, spanned - written, offset, nbytes, page)}")
+        if writes > PRETOUCH_WRITES * spanned + PRETOUCH_WRITE_SLACK:
+            problems.append(f"it wrote {writes:,} values, about {writes / spanned:,.0f} per page: RSS counts a page "
+                            "once any byte of it is written, so one write per page is enough, and writing every "
+                            "value of a buffer that can be gigabytes costs a pass over all of it where one value per "
+                            "page does (section 3, a page becomes resident when it is first written)")
+        if problems:
+            raise AssertionError(f"{called}, {spanned:,} pages of {page:,} bytes): " + "; and ".join(problems) + ".")
     rng = np.random.default_rng(0)
     for data in (rng.integers(1, 256, size=3 * page + 7, dtype=np.uint8),
                  rng.normal(size=(3, *GRAY_FRAME)).astype(np.float32)):
@@ -250,8 +312,8 @@ def check_pretouch(pretouch) -> bool | None:
             "keep them; to the OS a write is a write, whatever value it stores (section 3)")
     return _passed(f"pretouch works: on fresh uint8 and float32 buffers of about {PRETOUCH_PAGES:,} pages each "
                    f"({page:,} bytes a page here), RSS grew by every page they span, and on small ones, one starting "
-                   f"{PRETOUCH_OFFSET} bytes into a page, by every page to the last; buffers that held data kept "
-                   "their values")
+                   f"{PRETOUCH_OFFSET} bytes into a page, by every page to the last, with about one write per page; "
+                   "buffers that held data kept their values")
 
 
 BLOG_STATE = (105, 80, 1)  # the blog's stored state: every second row and column of the gray image, a channel axis
