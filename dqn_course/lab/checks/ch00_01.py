@@ -500,9 +500,9 @@ QUESTIONS.update({
     "01b.which_tool_sees": ("b", "an np.memmap's bytes come from its file, which the OS maps into the process: "
                                  "NumPy's allocator, the one that reports to tracemalloc (section 2), never handed "
                                  "them out; RSS counts the mapped pages while they sit in RAM",
-                            {"a": "tracemalloc counts a buffer when the allocator hands it out, written or not: an "
-                                  "np.zeros array shows its full size before a single write (section 3's flat "
-                                  "tracemalloc line), so slots written in place would already be counted; what "
+                            {"a": "a view owns no bytes, but the array behind it does, and tracemalloc counts that "
+                                  "array when an allocator hands its bytes out, written or not (section 3's flat "
+                                  "tracemalloc line): 100,000 × 7,056 bytes would show, whatever writes them; what "
                                   "differs here is who provides the bytes (section 2)",
                              "c": "written pages of a mapped file stay in RAM, in the OS's page cache, until it needs "
                                   "the room, and RSS counts them; tracemalloc would miss them even there: who "
