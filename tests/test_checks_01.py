@@ -200,6 +200,19 @@ def test_prediction_check_on_predict_calls(capsys):
     assert "Not answered yet" in capsys.readouterr().out
 
 
+def test_killed_scaling_question_key_by_arithmetic():
+    """01's question: a memory with no maxlen is killed where baseline + slope x step reaches the RAM available, so
+    twice the RAM gives twice your step plus the baseline over the slope: a bit more than twice (option b)."""
+    baseline, slope, ram = 0.3e9, 40_000.0, 24e9
+    fit = fit_linear([0, 1_000, 2_000], [baseline, baseline + 1_000 * slope, baseline + 2_000 * slope])
+    yours, theirs = fit.step_at(ram), fit.step_at(2 * ram)
+    assert theirs == pytest.approx(2 * yours + baseline / slope) and theirs > 2 * yours
+    assert checks.check_question("01.killed_scaling", "b") is True
+    for wrong in ("a", "c"):
+        with pytest.raises(AssertionError, match="section 3"):
+            checks.check_question("01.killed_scaling", wrong)
+
+
 def test_notebook_01_solution_cell_passes_its_checks():
     """The solution cell is committed without outputs and skipped by nbval; it runs here instead."""
     out = run_solutions("01_naive_agent", {"checks": checks, "naive": naive, "np": np})

@@ -478,16 +478,16 @@ PREDICTIONS.update({
 
 
 QUESTIONS.update({
-    "00.invaders_time_limit": ("b", "the alien's 30 points clip to r = 1 (the score keeps the 30); a time limit is a "
-                                    "truncation, not done: the state still had a future, only the clock stopped the "
-                                    "game, so the future term stays: y = 1 + 0.99 × (1 − 0) × 2.0 = 2.98 (the game "
-                                    "restarts all the same)",
-                               {"a": "a game cut by a time limit is not `done` for learning: the state still had a "
-                                     "future, only the clock stopped the game, so the target keeps its future term "
-                                     "(section 6, *DQN in one page*, the time-limit case)",
-                                "c": "the agent learns from the reward clipped to its sign, not from the points: an "
-                                     "alien of any value is a reward of +1 to learn from, the score alone keeps the "
-                                     "points (section 6, *DQN in one page*, the TD target)"}),
+    "00.invaders_life_and_clock": ("a", "a lost life makes `done` 1 whatever the clock does, so the target drops "
+                                        "the future term: y = 1 + 0.9 × (1 − 1) × 5.0 = 1; the time limit only "
+                                        "decides that a new game starts next (the alien's 10 points clip to r = 1, "
+                                        "the score keeps the 10)",
+                                   {"b": "a time limit keeps the future term only while nothing else cuts the target: "
+                                         "in this step a life is lost too, and the course counts a lost life as "
+                                         "`done` (section 6, *DQN in one page*, the lost-life case)",
+                                    "c": "the agent learns from the reward clipped to its sign, not from the points: "
+                                         "an alien of any value is a reward of +1 to learn from, the score alone "
+                                         "keeps the points (section 6, *DQN in one page*, the TD target)"}),
     "01.killed_scaling": ("b", "the baseline is in RAM on either machine, paid once: all the added RAM goes to "
                                "transitions, so the process lives twice your steps plus the baseline's worth of "
                                "steps (the baseline over the bytes per step)",
