@@ -242,6 +242,27 @@ class RingSkewed(RingRight):
         return self.items[np.minimum(rng.integers(0, self.size + 1, size=batch_size), self.size - 1)]
 
 
+class RingRolls(RingRight):
+    """Keeps the newest items by rolling all of them one slot on each add into a new array: no write head."""
+
+    def add(self, item):
+        self.items = np.roll(self.items, -1, 0)
+        self.items[-1] = item
+        self.size = min(self.size + 1, self.capacity)
+
+    def sample(self, batch_size, rng):
+        return self.items[self.capacity - self.size + rng.integers(0, self.size, size=batch_size)]
+
+
+class RingShiftsInPlace(RingRolls):
+    """The same shift as RingRolls, copied within the one array: the storage stays, but every slot is rewritten."""
+
+    def add(self, item):
+        self.items[:-1] = self.items[1:]
+        self.items[-1] = item
+        self.size = min(self.size + 1, self.capacity)
+
+
 class RingOfTheCourse(FrameSharingMemory):
     """A subclass that inherits the course's ring: refused, whatever it would do."""
 
@@ -278,6 +299,8 @@ def test_ring_right(capsys):
     (RingKeepsGivenArrays, "kept the array itself"),
     (RingIgnoresItsGenerator, "seeded alike gave different batches.*Generator it is passed.*notebook 05"),
     (RingSkewed, "about 25% of the time.*uniform replay.*notebook 05"),
+    (RingRolls, "replaced its storage array `items`.*write head.*notebook 05"),
+    (RingShiftsInPlace, "changed 6 of its slots.*write head.*wraps.*notebook 05"),
 ])
 def test_ring_wrong(answer, hint):
     with pytest.raises(AssertionError, match=hint):
@@ -384,7 +407,7 @@ PREDICTION_EXAMPLES = {
     "02.ball_at_42": (46, {"gray": 110, "pixels": 8}),
     "03.batch_over_255": (7_225_344, {}), "04.frames_stored": (55, {}), "05.deque_bytes": (56_957, {}),
     "06.step_calls": (65, {}), "06.reward_half_life": (69, {}), "06b.blog_factor": (5.35, {}),
-    "07.eps_at_900k": (0.109, {}),
+    "07.random_share": (0.109, {}),
     "07b.state_at_10m": (5.543, {"at_100k": 0.0821, "at_1m": 0.5785}), "08.walk_nodes": (18, {}),
     "09.noisy_ratio": (3.21, {"clean": 16.3}), "09b.checkpoint_mb": (380.6, {}),
 }

@@ -181,6 +181,47 @@ def check_stack_at(stack_at: Any) -> bool | None:
                    f"{crossed} across the wrap from slot 0 to the ring's last slot, each a new array")
 
 
+def _check_write_head(ring_class: type, add) -> None:
+    """Raise ``AssertionError`` unless each add into a full ring writes one slot of storage made once: a ring of 6
+    holding items 1..6 takes 7..12, and after each add exactly one row of its storage (the instance's arrays whose
+    first dimension is the capacity) differs, in the same array objects, each slot written once in the 6 adds. A ring
+    that shifts every item along (``np.roll`` or a slice copy) holds the newest items too and keeps no memory, but
+    copies its whole storage on every add: only this test tells it from a write head."""
+    import numpy as np
+
+    capacity = 6
+    ring = ring_class(capacity, (2, 3), np.uint8)
+    for v in range(1, capacity + 1):
+        add(ring, np.full((2, 3), v, np.uint8))
+    attributes = dict(getattr(ring, "__dict__", {}))
+    attributes.update({s: getattr(ring, s) for c in type(ring).__mro__ for s in getattr(c, "__slots__", ())
+                       if isinstance(s, str) and hasattr(ring, s)})
+    storage = {k: a for k, a in attributes.items() if isinstance(a, np.ndarray) and a.ndim and len(a) == capacity}
+    assert storage, (
+        f"a ring of capacity {capacity} has no array attribute with {capacity} slots: its storage is one array of the "
+        f"given dtype with a slot per item, made in __init__ (the exercise; {_HEAD})")
+    written = []
+    for v in range(capacity + 1, 2 * capacity + 1):
+        before = {k: a.copy() for k, a in storage.items()}
+        add(ring, np.full((2, 3), v, np.uint8))
+        rebound = [k for k, a in storage.items() if getattr(ring, k, None) is not a]
+        assert not rebound, (
+            f"one add into a full ring replaced its storage array `{rebound[0]}` with a new one: a ring's storage is "
+            f"made once and each add writes the new item into the one slot at the write head ({_HEAD})")
+        rows = set()
+        for k, a in storage.items():
+            changed = np.any(a.reshape(capacity, -1) != before[k].reshape(capacity, -1), axis=1)
+            rows.update(int(i) for i in np.flatnonzero(changed))
+        assert len(rows) == 1, (
+            f"one add into a full ring of {capacity} changed {len(rows)} of its slots: moving every item along keeps "
+            f"the newest items but copies the whole memory on each add. A ring writes the new item into the one slot "
+            f"at its write head, moves the head on and wraps it to slot 0 after the last slot ({_HEAD})")
+        written += rows
+    assert len(set(written)) == capacity, (
+        f"{capacity} adds into a full ring of {capacity} wrote slots {written}, not each slot once: the write head "
+        f"moves on by one slot per add and wraps to slot 0 after the last ({_HEAD})")
+
+
 def check_ring(ring_class: Any) -> bool | None:
     """Notebook 05: a preallocated ring ``ring_class(capacity, item_shape, dtype)`` with
     ``add(item)``, ``len(ring)`` and ``sample(batch_size, rng)`` (an array of ``batch_size`` items).
@@ -193,7 +234,8 @@ def check_ring(ring_class: Any) -> bool | None:
     it holds, all of it, uniformly (40,000 draws from a full ring of 4: each share within 1.25 points of 25%, which a
     right ring misses with probability under 1e-7) and with the Generator it is given (two Generators seeded alike
     give the same batch), and copies items into storage made once in ``__init__`` instead of keeping the arrays it is
-    given (measured with tracemalloc). Raises ``AssertionError`` with a hint naming the section.
+    given (measured with tracemalloc). Once full, each add writes exactly one slot of that storage, each slot in
+    turn (a write head, not a shift of every item). Raises ``AssertionError`` with a hint naming the section.
     """
     if ring_class is None:
         return _not_answered_yet("write the ring class")
@@ -274,6 +316,8 @@ def check_ring(ring_class: Any) -> bool | None:
         raise AssertionError(f"after adding items 7..{v} one at a time into capacity 4 the ring should hold "
                              f"{sorted(newest)}, it sampled {sorted(got)}. Hint: {hint}.")
 
+    _check_write_head(ring_class, add)
+
     # `ring` is now full, holding items 16..19. Two Generators seeded alike must give the same batch: the ring draws
     # with the Generator it is given, not numpy's global state nor one of its own.
     twice = [np.asarray(ring.sample(64, np.random.default_rng(7))) for _ in range(2)]
@@ -306,8 +350,8 @@ def check_ring(ring_class: Any) -> bool | None:
         "a slot for every item, and each add copies its item into a slot (the layouts drawn at the top, and section "
         "1: a deque keeps references, a ring copies into its own slots)")
     return _passed("the ring keeps its dtype, copies each item into storage made once, holds the newest `capacity` "
-                   "items after every add past capacity (its head wraps at the last slot), and samples only them, "
-                   "uniformly, with the Generator it is given")
+                   "items after every add past capacity, each add writing one slot (its head wraps at the last slot), "
+                   "and samples only them, uniformly, with the Generator it is given")
 
 
 PREDICTIONS.update({
@@ -375,9 +419,11 @@ QUESTIONS.update({
                        {"a": "the clock stopped the game, but the game was also lost on that step: is there still a "
                              "future after s′ for the target to bootstrap from? (section 5, *Losing a life is not "
                              "the end of an episode*: what done decides)",
-                        "b": "after this step the loop resets the game: does the next state continue s′'s frames, "
-                             "or does a new stream start? (section 5's table: what episode_end decides, and section "
-                             "3, *Episode starts: padding*)"}),
+                        "b": "the transition is a real one: the agent acted, got its reward and lost the game on "
+                             "that step, and the clock cut nothing the target needs, since a lost game has no future "
+                             "to bootstrap from; left out, the memory loses the one step that teaches the network "
+                             "the game ends there. Which flag says there is no future, and which that the frame "
+                             "stream restarts? (section 5, *Losing a life is not the end of an episode*, its table)"}),
     "04.write_head": ("b", "a transition can be sampled only once its next state is whole (section 4, *The write "
                            "head*), and a 3-step transition's next state ends three slots on: the three newest slots "
                            "wait for it. A state reaches back through its older frames only, so, as with one-step "
