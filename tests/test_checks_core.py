@@ -456,6 +456,39 @@ def test_td_loss_crash_names_the_call():
         checks.check_td_loss(loss_crashes)
 
 
+# -- notebook 06: quiz keys, against the arithmetic each question decides ------------------------------------------
+
+def _nearest(options: dict[str, float], value: float) -> str:
+    """The letter whose option lies nearest ``value`` by ratio (the options are 'about' figures)."""
+    return min(options, key=lambda letter: abs(np.log(options[letter] / value)))
+
+
+def test_batched_acting_on_a_gpu_key_is_the_whole_steps_ratio():
+    calls, call_ms, emulators_ms = 16, 1.0, 16.0  # the question's profile: a call's price, whatever it carries
+    speedup = (calls * call_ms + emulators_ms) / (call_ms + emulators_ms)
+    assert checks.QUESTIONS["06.batched_acting_gpu"][0] == _nearest({"a": 16, "b": 2, "c": 1}, speedup)
+
+
+def test_max_bias_clear_best_key_is_far_smaller_than_section_3s_tie():
+    errors = np.random.default_rng(0).normal(0.0, 1.0, size=(100_000, 4))
+    tie = errors.max(axis=1).mean()                                          # four actions worth 0: section 3
+    clear = (errors + np.array([10.0, 0, 0, 0])).max(axis=1).mean() - 10.0   # one action worth 10, three worth 0
+    assert abs(clear) < 0.1 * tie and checks.QUESTIONS["06.max_bias_clear_best"][0] == "a"
+
+
+def test_target_network_key_gives_a_hard_copy_the_soft_blends_average_age():
+    tau, k = 0.001, np.arange(100_000)
+    soft_age = float((tau * (1 - tau) ** k * k).sum())  # weights from k steps back count tau (1 - tau)^k
+    hard_age = {letter: (c - 1) / 2 for letter, c in {"a": 2_000, "b": 1_000, "c": 500}.items()}  # ages 0 .. C - 1
+    assert checks.QUESTIONS["06.target_network"][0] == min(hard_age, key=lambda x: abs(hard_age[x] - soft_age))
+
+
+def test_huber_large_error_key_is_the_push_at_threshold_10():
+    error = torch.tensor(5.0, requires_grad=True)
+    F.huber_loss(error, torch.tensor(0.0), delta=10.0).backward()
+    assert checks.QUESTIONS["06.huber_large_error"][0] == _nearest({"a": 1, "b": 5, "c": 10}, float(error.grad))
+
+
 # -- notebook 07: the ε schedule ---------------------------------------------------------------------------------
 
 

@@ -474,39 +474,35 @@ PREDICTIONS.update({
 
 
 QUESTIONS.update({
-    "06.why_batched_faster": ("b", "choosing actions is the same kind of forward pass as section 2's targets, "
-                                   "and the ratios printed under its plot decide it: at batch sizes 8 and 32 each "
-                                   "lies above 1, so one batched call costs less than the loop's calls, and below "
-                                   "its batch size, so it costs more than that share of them, more than one call on "
-                                   "one state. The batched call pays the fixed price once, but on a CPU its "
-                                   "arithmetic still grows with the states it carries. 16 lies between 8 and 32: "
-                                   "less than the 16 calls, more than a sixteenth of them",
-                              {"a": "a call pays a fixed price before any arithmetic (the *Why* at the top), and "
-                                    "16 calls pay it 16 times: are the ratios printed under section 2's plot near 1 "
-                                    "at batch sizes 8 and 32?",
-                               "c": "a sixteenth is what section 5 expects of a GPU, where the arithmetic should be "
-                                    "nearly free; on a CPU, how do the ratios printed under section 2's plot compare "
-                                    "with their batch sizes?"}),
-    "06.double_lower": ("a", "the upward bias comes from near-ties: with one action ten error-spreads ahead, the "
-                             "max is nearly always that action's estimate, whose error averages to zero. "
-                             "Overestimation is worst where actions are close in value, as in many states of a game "
-                             "where most actions change little",
-                        {"b": "the spread of each error is the same, but the max only picks an error when the "
-                              "estimates compete: can an error of about 1 lift an action worth 0 above one worth 10? "
-                              "(section 3, *Overestimation and Double DQN*)",
-                         "c": "the max adds one estimate's error, not the largest of them all: the estimate it picks "
-                              "here is nearly always the best action's, whose error is as often below as above "
-                              "(section 3)"}),
-    "06.gpu_gain": ("c", "both ways do the same arithmetic, now four times as much or more, and only the loop pays "
-                         "the fixed price of a call 32 times: that price, nearly all of the loop's extra time, is a "
-                         "smaller share of each way's time, so the ratio falls towards 1 (the model of section 4, "
-                         "the rest of the step beside the targets, with the arithmetic in the role of the rest)",
-                    {"a": "the loop's extra time is not extra arithmetic: both ways do the same arithmetic, per state, "
-                          "whatever the frames' size; what only the loop pays is the fixed price of its 32 calls "
-                          "(the *Why* at the top, and section 4's model of a ratio)",
-                     "b": "the ratio is one of times, not of calls: each way's time is its calls' fixed price plus "
-                          "the arithmetic both share, and the shared part is what grew (the *Why* at the top, and "
-                          "section 4's model of a ratio)"}),
+    "06.batched_acting_gpu": ("b", "before, a step costs 16 calls of 1 ms and the emulators' 16 ms, 32 ms; after, one "
+                                   "call and the same 16 ms, 17 ms: about 1.9 times as fast. Batching removes 15 of "
+                                   "the 16 fixed prices (the *Why* at the top), but not the emulators, the rest of the "
+                                   "step: section 4's model of a whole step's ratio, (T_loop + R) / (T_batched + R), "
+                                   "with R the emulators' time",
+                              {"a": "one call instead of 16 is what the network's share of the step gains; what else "
+                                    "does each step spend its time on, and does batching change it (section 4, the "
+                                    "model of a whole step's ratio)?",
+                               "c": "on her GPU a call costs the same whatever it carries, so the batched call pays "
+                                    "one fixed price, not sixteen (the *Why* at the top)"}),
+    "06.max_bias_clear_best": (
+        "a", "the upward bias comes from near-ties: with one action ten error-spreads ahead, the max is nearly always "
+             "that action's estimate, whose error averages to zero. Overestimation is worst where actions are close in "
+             "value, as in many states of a game where most actions change little",
+        {"b": "the spread of each error is the same, but the max only picks an error when the estimates compete: can an"
+              " error of about 1 lift an action worth 0 above one worth 10? (section 3, *Overestimation and Double "
+              "DQN*)",
+         "c": "the max adds one estimate's error, not the largest of them all: the estimate it picks here is nearly "
+              "always the best action's, whose error is as often below as above (section 3)"}),
+    "06.larger_frames_ratio": (
+        "c", "both ways do the same arithmetic, now four times as much or more, and only the loop pays the fixed price "
+             "of a call 32 times: that price, nearly all of the loop's extra time, is a smaller share of each way's "
+             "time, so the ratio falls towards 1 (the model of section 4, the rest of the step beside the targets, with"
+             " the arithmetic in the role of the rest)",
+        {"a": "the loop's extra time is not extra arithmetic: both ways do the same arithmetic, per state, whatever the"
+              " frames' size; what only the loop pays is the fixed price of its 32 calls (the *Why* at the top, and "
+              "section 4's model of a ratio)",
+         "b": "the ratio is one of times, not of calls: each way's time is its calls' fixed price plus the arithmetic "
+              "both share, and the shared part is what grew (the *Why* at the top, and section 4's model of a ratio)"}),
     "06.truncation_bootstraps": ("c", "done = 1 says that a state has no future; with the countdown on screen, the "
                                       "last state shows that the race is over, so it has none. A truncation is a "
                                       "clock the agent cannot see, which is why it bootstraps (Pardo et al., 2018, "
@@ -517,22 +513,25 @@ QUESTIONS.update({
                                   "b": "(1 − done) removes only the next state's value from the target; the "
                                        "transition stays in the batch, and its loss pulls its value towards its "
                                        "reward (*Why (1 − done)*)"}),
-    "06.target_network": ("a", "the copy keeps 1 − τ of itself each step, so weights from k steps back still count "
-                            "(1 − τ) to the power k: they fade over about 1/τ = 1,000 steps. On average the soft "
-                            "copy lags about 1/τ steps behind the online network, a hard copy every C steps C/2: so "
-                            "it behaves like a hard copy every C of the order of 1/τ steps (the course's "
-                            "target_sync_every is 1,000), only smoothly",
-                       {"b": "it changes at every step, but by τ only: most of it is still made of older weights "
-                             "(*Why a target network*, the blend)",
-                        "c": "each step moves it a thousandth of the way to the online weights, so after about a "
-                             "thousand steps it has mostly caught up (*Why a target network*, the blend)"}),
+    "06.target_network": (
+        "a", "the soft blend keeps 1 − τ of the target's weights at each step, so weights from k steps back count τ(1 −"
+             " τ) to the power k, and their average age is (1 − τ)/τ, about 1/τ = 1,000 steps (the same sum as the "
+             "discount's horizon 1/(1 − γ), *Step 1's pause, answered*). A hard copy is 0 steps old just after a copy "
+             "and C − 1 just before the next: about C/2 on average. The same average age needs C of about 2/τ = 2,000 "
+             "steps; by this measure the course's copy every 1,000 steps is like a blend with τ = 0.002",
+        {"b": "about 1,000 steps is the soft blend's average age, about 1/τ; but a hard copy every C steps is not C "
+              "steps old all the time: how old is it on average between two copies (*Why a target network*)?",
+         "c": "a hard copy every C steps is on average about C/2 steps old: which C makes that equal to the soft "
+              "blend's average age, about 1/τ (*Why a target network*, its weights fading as a reward's do in *Step 1's"
+              " pause, answered*)?"}),
     "06.huber_large_error": ("b", "inside the threshold the Huber loss is the squared error, whose gradient is e: "
                                   "with a threshold of 10, an error of 5 lies inside, so it pushes with 5, as the "
                                   "squared error would, not 1; only errors beyond 10 have their push capped",
                              {"a": "the push is bounded only beyond the threshold (section 4, *The Huber loss*, step "
                                    "2): where is 5 now?",
-                              "c": "the Huber loss never drops an error: inside the threshold it is the squared "
-                                   "error (section 4, *The Huber loss*, step 1)"}),
+                              "c": "the threshold bounds the push, it does not set it: inside the threshold the "
+                                   "loss is the squared error, whose push is the error itself (section 4, *The Huber "
+                                   "loss*, step 1)"}),
     "06b.small_ring_after_large": ("b", "the 1.4 GB array was far above glibc's mmap threshold (notebook 01b, "
                                         "section 1): it had a mapping of its own, and deleting it handed those pages "
                                         "back to the operating system, so nothing of it waits in the process for the "
