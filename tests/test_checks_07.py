@@ -188,6 +188,25 @@ def test_play_episode_is_reproducible_and_leaves_the_agent_generator_alone():
     assert agent.rng.bit_generator.state == before
 
 
+def test_the_random_share_is_the_mean_of_the_schedule_over_a_breakout_cpu_run():
+    """Section 1's prediction: the answer cell averages train.epsilon_at over every step of a breakout-cpu run. By
+    arithmetic, eps_fraction of the run on the line from eps_start to eps_end (its mean, their midpoint), the rest at
+    eps_end; the key's likely mistakes (the decay alone, the floor forgotten, breakout's settings) fail with their
+    hint, and a prediction near the arithmetic passes."""
+    from dqn_course.train import epsilon_at
+
+    cpu = PRESETS["breakout-cpu"]
+    measured = float(np.mean([epsilon_at(step, cpu) for step in range(cpu.total_steps)]))
+    arithmetic = cpu.eps_fraction * (cpu.eps_start + cpu.eps_end) / 2 + (1 - cpu.eps_fraction) * cpu.eps_end
+    assert measured == pytest.approx(arithmetic, rel=1e-4)
+    assert checks.check_prediction_of("07.random_share", round(arithmetic, 3), measured) is True
+    for wrong, hint in ((0.505, "the decay alone"), (0.101, "after the decay still act at random"),
+                        (0.0595, "breakout's settings"), (0.2, "eps_fraction is the share of the run")):
+        with pytest.raises(AssertionError, match=hint) as raised:
+            checks.check_prediction_of("07.random_share", wrong, measured)
+        assert "0.109" not in str(raised.value) and "(section 1, *Why ε follows a schedule*)" in str(raised.value)
+
+
 def test_solution_cell_passes_its_check():
     """The solution cell (committed without outputs, skipped by nbval) run on its own."""
     from _solutions import run_solutions
