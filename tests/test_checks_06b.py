@@ -1,6 +1,8 @@
 """Notebook 06b: its exercise check (the learner's bytes_per_transition: a reading in a fresh interpreter passes; a
-reading in this process or in a fork of it, after the check's free, fails with the hint on freed memory; each other
-typical slip raises with its hint; the course's code and the page's imports are refused; None only prints)."""
+reading in this process or in a fork of it, after the check's free, fails with the hint on freed memory; a figure
+worked out from the fill's arguments fails, since the bytes a fill keeps come from the check, at random, not from
+its arguments; each other typical slip raises with its hint; the course's code and the page's imports are refused;
+None only prints), the ladder's 1M figure from two fills and the ladder picture's rows."""
 from __future__ import annotations
 
 import multiprocessing
@@ -13,19 +15,20 @@ import psutil
 import pytest
 
 from dqn_course.lab import checks, figures, ladder
-from dqn_course.lab.checks.ch06b import FILL_CASES, Filled, fill_frames
+from dqn_course.lab.checks.ch06b import FILL_CASES, KEPT_VARIABLE, Filled, fill_frames
 from dqn_course.lab.ladder_plots import course_order, plot_course_ladder
 from dqn_course.profiling import measure_in_subprocess, rss_bytes
 from dqn_course.replay import FrameSharingMemory
 
 
-def _in_a_new_interpreter(fill, args, reading):
-    """Run ``fill(*args)`` in a new interpreter and return what it prints: ``reading``, a Python expression of
-    ``before`` (RSS before the fill), ``after`` and ``memory``."""
+def _in_a_new_interpreter(fill, args, reading, env=None):
+    """Run ``fill(*args)`` in a new interpreter (with the environment ``env``, default this process's) and return
+    what it prints: ``reading``, a Python expression of ``before`` (RSS before the fill), ``after`` and ``memory``."""
     code = (f"import gc, psutil\nfrom {fill.__module__} import {fill.__name__} as fill\ngc.collect()\n"
             f"before = psutil.Process().memory_info().rss\nmemory = fill(*{args!r})\n"
             f"after = psutil.Process().memory_info().rss\nprint({reading})\n")
-    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                env=env).stdout)
 
 
 def fresh(fill, *args):
@@ -68,6 +71,18 @@ def frames_only(fill, *args):  # runs the fill in a new interpreter, but counts 
 
 def worked_out(fill, frames, frame_bytes, episode, *rest):  # never runs the fill
     return frames * frame_bytes / (frames - frames // episode)
+
+
+def worked_out_after_running(fill, frames, frame_bytes, episode, report):
+    """Runs the fill where it should, then returns arithmetic on its arguments: the frames and as many bytes beside
+    each (the check's fills kept that much before the check drew what they keep)."""
+    _in_a_new_interpreter(fill, (frames, frame_bytes, episode, report), "0")
+    return frames * 2 * frame_bytes / (frames - frames // episode)
+
+
+def without_the_environment(fill, *args):  # a new interpreter, but not given the variables of this process
+    env = {key: value for key, value in os.environ.items() if key != KEPT_VARIABLE}
+    return _in_a_new_interpreter(fill, args, "(after - before) / len(memory)", env=env)
 
 
 def traced_here(fill, *args):  # tracemalloc in this process: the fill ran here
@@ -115,6 +130,8 @@ def test_a_fresh_interpreters_reading_passes(capsys):
     (same_process, "the fill ran in this process"),
     (traced_here, "the fill ran in this process"),
     (worked_out, "never ran"),
+    (worked_out_after_running, "the same figure for two fills of the same arguments"),
+    (without_the_environment, "without this process's environment variables"),
     (frames_only, "too low: the growth of the process's RSS"),
     (over_frames, "divide by n, the transitions the memory holds"),
     (whole_rss, "too high"),
@@ -140,27 +157,78 @@ def test_unanswered(capsys):
     assert capsys.readouterr().out.count("Not answered yet") == 2
 
 
-@pytest.mark.parametrize("frames, frame_bytes, episode, kept_bytes", FILL_CASES)
-def test_a_fill_writes_its_frames_keeps_more_and_reports_where_it_ran(frames, frame_bytes, episode, kept_bytes,
-                                                                       tmp_path):
+@pytest.mark.parametrize("frames, frame_bytes, episode", FILL_CASES)
+def test_a_fill_writes_its_frames_keeps_more_and_reports_where_it_ran(frames, frame_bytes, episode, tmp_path,
+                                                                       monkeypatch):
     from dqn_course.lab.checks import ch06b
 
     report = tmp_path / "report.txt"
     kept = len(ch06b._KEPT)
-    memory = fill_frames(frames, frame_bytes, episode, kept_bytes, str(report))
+    kept_bytes = frame_bytes // 3
+    monkeypatch.setenv(KEPT_VARIABLE, str(kept_bytes))  # as the check hands it over
+    memory = fill_frames(frames, frame_bytes, episode, str(report))
     assert isinstance(memory, Filled) and len(memory.frames) == frames
     assert len(memory) == frames - frames // episode < frames
     assert all(frame.nbytes == frame_bytes and frame.dtype == np.uint8 for frame in memory.frames)
     assert all(frame[0] == i % 251 for i, frame in enumerate(memory.frames[:300]))  # written, not left as zero pages
     assert sum(a.nbytes for a in ch06b._KEPT[kept:]) == frames * kept_bytes  # kept beside the memory, not in it
     assert frames * frame_bytes >= 20_000_000  # tens of MB: a page's rounding or a start-up's frees are small beside
-    assert report.read_text().split() == [str(os.getpid()), str(int(bool(ch06b._IN_THE_CHECK)))]
+    assert report.read_text().split() == [str(os.getpid()), str(int(bool(ch06b._IN_THE_CHECK))), str(kept_bytes)]
     ch06b._KEPT[kept:] = []
 
 
-def test_a_fill_refuses_counts_below_one(tmp_path):
+def test_a_fill_refuses_counts_below_one_and_a_kept_size_that_is_no_number(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="at least 1"):
-        fill_frames(10, 0, 4, 0, str(tmp_path / "r.txt"))
+        fill_frames(10, 0, 4, str(tmp_path / "r.txt"))
+    monkeypatch.setenv(KEPT_VARIABLE, "-5")
+    with pytest.raises(ValueError, match=KEPT_VARIABLE):
+        fill_frames(10, 10, 4, str(tmp_path / "r.txt"))
+
+
+def test_the_fills_of_one_case_keep_far_apart_bytes():
+    """The first case is filled twice: its two kept sizes lie so far apart that no one figure is within the check's
+    15% of both (a figure worked out from the arguments is one figure)."""
+    from dqn_course.lab.checks.ch06b import KEPT_FACTORS, REL
+
+    (low_lo, low_hi), (high_lo, _) = KEPT_FACTORS[0], KEPT_FACTORS[-1]
+    assert len(KEPT_FACTORS) == len(FILL_CASES) + 1
+    assert (1 + high_lo) * (1 - REL) > (1 + low_hi) * (1 + REL)
+
+
+def _ladder_row(n, growth):
+    return {"stage": "frame_sharing", "label": "FrameSharingMemory (1 frame/step)", "transitions": n,
+            "rss_growth_bytes": growth, "bytes_per_transition": growth / n, "arithmetic_bytes": 7_056,
+            "counted_bytes_per_transition": 7_117.0, "measured_over_counted": 1.01, "gb_per_million": growth / n / 1e3,
+            "fits_1m_in_ram": True, "max_transitions_in_ram": None, "available_ram_bytes": 8 * 10**9,
+            "traced_bytes_per_transition": None}
+
+
+def test_the_1m_figure_from_two_fills_pays_the_fill_cost_once():
+    """A fill that costs 2 MB once and 7,100 B per transition: scaling one fill's bytes per transition by 1M / n
+    pays the 2 MB 1M / n times; two fills give the slope and the intercept, and 1M costs 7.1 GB + 2 MB."""
+    small, large = _ladder_row(5_000, 2_000_000 + 7_100 * 5_000), _ladder_row(20_000, 2_000_000 + 7_100 * 20_000)
+    row = ladder.scaled_to_million(large, small)
+    assert row["per_transition_bytes"] == pytest.approx(7_100) and row["fill_cost_bytes"] == 2_000_000
+    assert row["gb_per_million"] == round((7_100 * 10**6 + 2_000_000) / 1e9, 2) < large["gb_per_million"]
+    assert row["max_transitions_in_ram"] == int((0.9 * 8e9 - 2_000_000) // 7_100)
+    table = ladder.format_table([large, row])
+    assert "7.1 GB* yes" in table and "(*: two fills" in table and "7.1 GB* yes" not in ladder.format_table([large])
+    with pytest.raises(ValueError, match="smaller must hold fewer transitions"):
+        ladder.scaled_to_million(small, large)
+    with pytest.raises(ValueError, match="smaller must be a row of larger's stage"):
+        ladder.scaled_to_million(large, {**small, "stage": "folded_ring"})
+
+
+def test_the_blog_agents_row_sits_among_the_rungs_by_its_bytes():
+    """Section 2's picture: the star's row lies below every rung that needs more bytes than the blog agent, above
+    the others."""
+    rows = [{"stage": s.name, "label": s.label, "bytes_per_transition": s.arithmetic_bytes * 1.01,
+             "arithmetic_bytes": s.arithmetic_bytes, "gb_per_million": s.arithmetic_bytes / 1e3}
+            for s in ladder.STAGES]
+    ax = plot_course_ladder(rows, 36_000).axes[0]
+    labels = [t.get_text() for _, t in sorted(zip(ax.get_yticks(), ax.get_yticklabels()), key=lambda p: -p[0])]
+    assert [label[:2] for label in labels] == ["00", "02", "03", "01", "04", "04", "04"]
+    assert labels[3] == "01: the blog agent (measured)"
 
 
 def test_the_blog_figure_the_prediction_reads_is_recorded():

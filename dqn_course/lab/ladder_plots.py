@@ -41,8 +41,9 @@ def plot_course_ladder(rows: list[dict], blog_bytes: float | None = None):
     "1/N of the top rung's bytes" is relative to the top rung. Ticks mark what each memory keeps, counted
     (``counted_bytes_per_transition`` when the rows have it, else the pixels' arithmetic).
 
-    ``blog_bytes`` (notebook 01's measured agent without learning, bytes per step) is drawn as a marked point, with
-    the fraction it is labelled with written out (blog agent / top rung). Returns a ``matplotlib.figure.Figure``.
+    ``blog_bytes`` (notebook 01's measured agent without learning, bytes per step) is drawn as a marked point on a
+    row of its own, placed among the rungs by its bytes (below every rung that needs more), with the fraction it is
+    labelled with written out (blog agent / top rung). Returns a ``matplotlib.figure.Figure``.
     """
     from matplotlib.figure import Figure
 
@@ -50,7 +51,9 @@ def plot_course_ladder(rows: list[dict], blog_bytes: float | None = None):
     top = rungs[0]["bytes_per_transition"]
     fig = Figure(figsize=(9, 0.6 * (len(rungs) + 1) + 1.6), layout="constrained")
     ax = fig.add_subplot()
-    y = np.arange(len(rungs))[::-1] + 1.0
+    star_at = sum(r["bytes_per_transition"] > blog_bytes for r in rungs) if blog_bytes else len(rungs)
+    shown = len(rungs) + (1 if blog_bytes else 0)  # rows, top first: y = shown - 1 down to 0
+    y = np.array([shown - 1.0 - i - (i >= star_at) for i in range(len(rungs))])
     measured = [r["bytes_per_transition"] for r in rungs]
     ax.barh(y, measured, color="tab:blue", alpha=0.8, label="measured (RSS growth in a fresh process)")
     counted = all("counted_bytes_per_transition" in r for r in rungs)
@@ -64,11 +67,12 @@ def plot_course_ladder(rows: list[dict], blog_bytes: float | None = None):
                 fontsize=8)
     labels = [f"{r['notebook']}: {r['label']}" for r in rungs]
     if blog_bytes:
-        ax.scatter([blog_bytes], [0.0], marker="*", s=260, color="tab:orange", zorder=4,
+        star_y = shown - 1.0 - star_at
+        ax.scatter([blog_bytes], [star_y], marker="*", s=260, color="tab:orange", zorder=4,
                    label="notebook 01's blog agent without learning, measured (RSS growth per step)")
-        ax.text(blog_bytes * 1.25, 0.0, f"blog agent / top rung = {blog_bytes:,.0f} / {top:,.0f} B = "
+        ax.text(blog_bytes * 1.25, star_y, f"blog agent / top rung = {blog_bytes:,.0f} / {top:,.0f} B = "
                 f"{_fraction(top / blog_bytes)} of the top rung's bytes", va="center", fontsize=8)
-        ax.set_yticks([*y, 0.0], [*labels, "01: the blog agent (measured)"])
+        ax.set_yticks([*y, star_y], [*labels, "01: the blog agent (measured)"])
     else:
         ax.set_yticks(y, labels)
     ax.set_xscale("log")

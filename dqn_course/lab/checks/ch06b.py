@@ -23,11 +23,18 @@ _BY_NAME = dict.fromkeys(("pickle", "Can't get attribute", "non-zero exit status
                          "a new interpreter knows nothing of this notebook: it imports what it runs by name, and fill "
                          "is importable where it is defined (section 3, the exercise's tools)")
 
-# The check's fills: (frames, bytes per frame, steps per episode, bytes kept beside each frame). Each is tens of MB of
-# small arrays, the kind the C allocator keeps for reuse once freed; an episode's last frame starts no transition, so
-# each holds fewer transitions than frames, as the bottom rung does; and each keeps bytes its frames do not show, as a
-# real memory keeps bookkeeping and Python objects, so only a reading of the process counts them.
-FILL_CASES = ((6_000, 5_000, 4, 5_000), (3_000, 12_000, 5, 12_000), (20_000, 1_500, 3, 1_500))
+# The check's fills: (frames, bytes per frame, steps per episode). Each is tens of MB of small arrays, the kind the C
+# allocator keeps for reuse once freed; an episode's last frame starts no transition, so each holds fewer transitions
+# than frames, as the bottom rung does. Each also keeps bytes beside its frames, as a real memory keeps bookkeeping and
+# Python objects: how many, the check draws at random for each call and hands to the fill in the environment variable
+# KEPT_VARIABLE (a child process inherits it), so that no arithmetic on the arguments gives them, only a reading of
+# the process. The first case is filled twice, keeping few bytes, then many (KEPT_FACTORS, x the frame's bytes): a
+# figure worked out from the arguments comes out the same for both.
+FILL_CASES = ((6_000, 5_000, 4), (3_000, 12_000, 5), (20_000, 1_500, 3))
+# One range per call (cases 0, 1, 2, then 0 again), each at least 0.8: so that a figure of the frames alone, or one
+# divided by the frames instead of the transitions, lies outside REL of the truth and of each other (their hints).
+KEPT_FACTORS = ((0.8, 1.0), (0.8, 2.8), (0.8, 2.8), (1.8, 2.8))
+KEPT_VARIABLE = "DQN_COURSE_06B_KEPT_BYTES"
 REL = 0.15  # RSS adds each array's header and the allocator's chunk headers; a start-up's freed memory takes a little
 
 _IN_THE_CHECK: list = []  # set in the checking process: a fork copies it, a new interpreter starts without it
@@ -46,19 +53,23 @@ class Filled:
         return self.transitions
 
 
-def fill_frames(frames: int, frame_bytes: int, episode: int, kept_bytes: int, report: str) -> Filled:
+def fill_frames(frames: int, frame_bytes: int, episode: int, report: str) -> Filled:
     """A memory of ``frames`` uint8 arrays of ``frame_bytes`` each, every byte written (so each page costs RSS);
-    every ``episode``-th frame ends an episode and starts no transition. Beside each frame the fill keeps
-    ``kept_bytes`` more, in its process but not in the memory it returns. It appends to the file ``report`` a line
-    with its process id and whether it ran in the checking process or a copy of it. Raises ``ValueError`` for a
-    count below 1 (``kept_bytes`` below 0)."""
+    every ``episode``-th frame ends an episode and starts no transition. Beside each frame the fill keeps as many
+    bytes more as the environment variable ``KEPT_VARIABLE`` says (0 when it is not set), in its process but not in
+    the memory it returns: its arguments do not tell them. It appends to the file ``report`` a line for the check:
+    its process id, whether it ran in the checking process or a copy of it, and the bytes it kept per frame. Raises
+    ``ValueError`` for a count below 1, or a ``KEPT_VARIABLE`` that is no whole number of bytes."""
     import os
 
-    if min(frames, frame_bytes, episode) < 1 or kept_bytes < 0:
-        raise ValueError(f"frames, frame_bytes and episode must be at least 1 and kept_bytes at least 0, got "
-                         f"{frames}, {frame_bytes}, {episode}, {kept_bytes}")
+    if min(frames, frame_bytes, episode) < 1:
+        raise ValueError(f"frames, frame_bytes and episode must be at least 1, got {frames}, {frame_bytes}, {episode}")
+    setting = os.environ.get(KEPT_VARIABLE, "0")
+    if not setting.isdigit():
+        raise ValueError(f"the environment variable {KEPT_VARIABLE} must be a whole number of bytes, got {setting!r}")
+    kept_bytes = int(setting)
     with open(report, "a", encoding="utf-8") as f:
-        f.write(f"{os.getpid()} {int(bool(_IN_THE_CHECK))}\n")
+        f.write(f"{os.getpid()} {int(bool(_IN_THE_CHECK))} {kept_bytes}\n")
     memory = []
     for i in range(frames):
         memory.append(np.full(frame_bytes, i % 251, np.uint8))
@@ -79,32 +90,72 @@ def _leave_freed_memory(total_bytes: int, frame_bytes: int) -> None:
     gc.collect()
 
 
+class _Kept:
+    """The bytes a fill keeps beside each frame, handed to it in ``KEPT_VARIABLE`` while the block runs (a child
+    process started inside it inherits the variable); the variable's earlier value is put back after."""
+
+    def __init__(self, kept_bytes: int) -> None:
+        self.kept_bytes = kept_bytes
+
+    def __enter__(self) -> None:
+        import os
+
+        self.before = os.environ.get(KEPT_VARIABLE)
+        os.environ[KEPT_VARIABLE] = str(self.kept_bytes)
+
+    def __exit__(self, *exc) -> None:
+        import os
+
+        if self.before is None:
+            os.environ.pop(KEPT_VARIABLE, None)
+        else:
+            os.environ[KEPT_VARIABLE] = self.before
+
+
 def _same_process_reading(frames: int, frame_bytes: int, episode: int, kept_bytes: int, report: str) -> float:
     """What a reading in this process gives right after ``_leave_freed_memory``: the contrast the pass prints."""
     _leave_freed_memory(frames * (frame_bytes + kept_bytes) * 3 // 2, frame_bytes)
-    before = rss_bytes()
-    memory = fill_frames(frames, frame_bytes, episode, kept_bytes, report)
-    grown = (rss_bytes() - before) / len(memory)
+    with _Kept(kept_bytes):
+        before = rss_bytes()
+        memory = fill_frames(frames, frame_bytes, episode, report)
+        grown = (rss_bytes() - before) / len(memory)
     _KEPT.clear()
     return grown
 
 
-def _where_it_ran(report) -> str | None:
-    """Why the fill's run does not count as a fresh process's (its report: one line per run), or None."""
+def _where_it_ran(report, kept_bytes: int) -> str | None:
+    """Why the fill's run does not count as a fresh process's, or did not keep the ``kept_bytes`` the check handed
+    it (its report: one line per run), or None."""
     import os
 
     runs = [line.split() for line in report.read_text(encoding="utf-8").splitlines()] if report.exists() else []
     if not runs:
         return ("fill(*args) never ran: the figure must be read from the memory it builds, not worked out from its "
                 f"arguments ({_COLUMNS})")
-    if any(int(pid) == os.getpid() for pid, _ in runs):
+    if any(int(pid) == os.getpid() for pid, _, _ in runs):
         return ("the fill ran in this process, which freed as much memory just before calling you, as an earlier "
                 "measurement would: the allocator hands that memory to the fill. Read it where nothing was freed "
                 f"before: a new interpreter ({_FRESH})")
-    if any(marked == "1" for _, marked in runs):
+    if any(marked == "1" for _, marked, _ in runs):
         return ("the fill ran in a fork, a copy of this process that begins with its memory, the allocator's kept "
                 f"blocks included. Read it where nothing was freed before: a new interpreter ({_FRESH})")
+    if any(int(kept) != kept_bytes for _, _, kept in runs):
+        return ("the fill ran without this process's environment variables, which tell it what to keep beside its "
+                "frames: start the new interpreter with them, as a child process is started by default (section 3, "
+                "the exercise's tools)")
     return None
+
+
+def _same_figure(readings: list, frames: int, frame_bytes: int, held: int) -> str | None:
+    """Why the two fills of the first case, which kept different bytes, got one figure, or None. A figure equal to
+    the frames' own bytes per transition is left to ``_hint`` (the frames were counted, not RSS read)."""
+    (low, _), (high, _) = readings[0], readings[-1]
+    frames_only = frames * frame_bytes / held
+    if abs(high - low) > 0.05 * abs(low) or abs(low - frames_only) <= REL * frames_only:
+        return None
+    return ("bytes_per_transition gave the same figure for two fills of the same arguments, though the second kept "
+            "more bytes beside its frames: a figure worked out from the arguments cannot see what a fill keeps. Read "
+            f"the growth of the process's RSS while the memory fills ({_COLUMNS})")
 
 
 def _hint(got: float, truth: float, frames: int, held: int) -> str:
@@ -124,11 +175,14 @@ def check_bytes_per_transition(bytes_per_transition: Any) -> bool | None:
     transitions it holds (``len()``), in a process where no memory was freed before (a fresh interpreter).
 
     Run on the fills of ``FILL_CASES`` (``fill_frames``: small arrays, the kind the C allocator keeps once freed,
-    and bytes kept beside the memory, which only a reading of the process sees), each called right after this
-    process freed more memory than the fill takes (``_leave_freed_memory``). Behaviour first: the fill must have run
-    (its report file), in another process, and not in a fork (a copy that starts with this process's memory). Then
-    each answer must be within ``REL`` of the bytes the fill wrote (frames and kept bytes) over its transitions; a
-    wrong one is told its direction, not the target. The learner's function may read ``rss_bytes``; the course's
+    and bytes kept beside the memory, drawn at random for each call within ``KEPT_FACTORS`` and handed over in
+    ``KEPT_VARIABLE``, which only a reading of the process sees), the first case twice, keeping few bytes, then
+    many; each call comes right after this process freed more memory than the fill takes
+    (``_leave_freed_memory``). Behaviour first: the fill must have run (its report file), in another process, not in
+    a fork (a copy that starts with this process's memory), and with the bytes to keep that it was handed. Then the
+    two fills of one case must not give one figure (a figure worked out from the arguments does), and each answer
+    must be within ``REL`` of the bytes the fill wrote (frames and kept bytes) over its transitions; a wrong one is
+    told its direction, not the target. The learner's function may read ``rss_bytes``; the course's
     other code (``measure_in_subprocess`` included: starting the fresh process is the exercise) is refused
     (``_require_learners_code``). ``None``, or a function that returns ``None``, is "not answered yet". Raises
     ``AssertionError`` with a hint naming the concept and the section.
@@ -142,28 +196,36 @@ def check_bytes_per_transition(bytes_per_transition: Any) -> bool | None:
                                                         f"process and reads the memory fill(*args) builds there "
                                                         f"({_FRESH})", allowed=(rss_bytes,))
     _IN_THE_CHECK[:] = [True]
-    readings = []
+    rng = np.random.default_rng()
+    calls = [*FILL_CASES, FILL_CASES[0]]
+    readings = []  # (the learner's figure, the bytes the fill wrote per transition), one per call
     with tempfile.TemporaryDirectory(prefix="fill-") as folder:
-        for case, (frames, frame_bytes, episode, kept_bytes) in enumerate(FILL_CASES):
-            report = Path(folder) / f"fill-{case}.txt"
+        for call, ((frames, frame_bytes, episode), factors) in enumerate(zip(calls, KEPT_FACTORS)):
+            kept_bytes = int(frame_bytes * rng.uniform(*factors))
+            report = Path(folder) / f"fill-{call}.txt"
             _leave_freed_memory(frames * (frame_bytes + kept_bytes) * 3 // 2, frame_bytes)
-            args = (frames, frame_bytes, episode, kept_bytes, str(report))
-            got = _call_learner(bytes_per_transition, (fill_frames, *args), _CALL, _BY_NAME)
+            args = (frames, frame_bytes, episode, str(report))
+            with _Kept(kept_bytes):
+                got = _call_learner(bytes_per_transition, (fill_frames, *args), _CALL, _BY_NAME)
             _KEPT.clear()
             if got is None:
                 return _not_answered_yet("bytes_per_transition returns None yet; return the bytes per transition")
             _require_number(got, "bytes_per_transition should return a number of bytes per transition")
-            where = _where_it_ran(report)
-            assert where is None, f"fill_frames{args[:4]}: {where}."
+            where = _where_it_ran(report, kept_bytes)
+            assert where is None, f"fill_frames{args[:3]}: {where}."
+            readings.append((got, frames * (frame_bytes + kept_bytes) / (frames - frames // episode)))
+        frames, frame_bytes, episode = FILL_CASES[0]
+        same_figure = _same_figure(readings, frames, frame_bytes, frames - frames // episode)
+        assert same_figure is None, f"fill_frames{FILL_CASES[0]}, twice: {same_figure}."
+        for (frames, frame_bytes, episode), (got, truth) in zip(calls, readings):
             held = frames - frames // episode
-            truth = frames * (frame_bytes + kept_bytes) / held
             assert abs(got - truth) <= REL * truth, (
-                f"fill_frames{args[:4]} ran in a new interpreter; bytes_per_transition gave {got:,.0f}: "
-                f"{_hint(got, truth, frames, held)}.")
-            readings.append(f"{got:,.0f} (written: {truth:,.0f})")
-        same = _same_process_reading(*FILL_CASES[0], str(Path(folder) / "same.txt"))
-    return _passed(f"{len(FILL_CASES)} memories measured in a new interpreter, bytes per transition: "
-                   f"{', '.join(readings)}. Read in this process right after a free, the first grew by {same:,.0f}")
+                f"fill_frames{(frames, frame_bytes, episode)} ran in a new interpreter; bytes_per_transition gave "
+                f"{got:,.0f}: {_hint(got, truth, frames, held)}.")
+        same = _same_process_reading(*FILL_CASES[0], FILL_CASES[0][1], str(Path(folder) / "same.txt"))
+    shown = ", ".join(f"{got:,.0f} (written: {truth:,.0f})" for got, truth in readings)
+    return _passed(f"{len(calls)} memories measured in a new interpreter, bytes per transition: {shown}. Read in this "
+                   f"process right after a free, the first memory grew by {same:,.0f}")
 
 
 check_module(globals())
