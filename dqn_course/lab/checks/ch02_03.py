@@ -29,7 +29,7 @@ def _preprocess_check_steps():
 
 _PREPROCESS_STEPS = None
 
-_BY_HAND = "section 4, *The preprocessing, by hand*"
+_BY_HAND = "section 4, *The preprocessing, by hand, equals gymnasium's*"
 
 
 def _preprocess_hint(out, prev, last, size: int) -> str:
