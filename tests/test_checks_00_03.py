@@ -520,6 +520,23 @@ def test_state_bytes():
     assert state_bytes("float64", stack=1) == 56_448
 
 
+def test_int8_store_question_key_by_round_trip(tmp_path):
+    """03's Question 2: a white pixel, 255 in uint8, cast to int8 with astype wraps to -1; np.save and np.load keep
+    that int8 -1, and a loader that makes it float32 and divides by 255 hands the network -1/255, about -0.004
+    (option b), not 0.5 (a clip to 127) nor 1.0 (the bits read as unsigned)."""
+    frame = np.array([[0, 127, 128, 255]], dtype=np.uint8)
+    np.save(tmp_path / "frames.npy", frame.astype(np.int8))
+    loaded = np.load(tmp_path / "frames.npy")
+    assert loaded.dtype == np.int8 and loaded.tolist() == [[0, 127, -128, -1]]
+    seen = torch.from_numpy(loaded).float() / 255
+    assert seen[0, 3].item() == pytest.approx(-1 / 255) and seen[0, 3].item() < 0
+    assert (seen[0, 2:] < 0).all()  # every pixel above 127 arrives negative
+    assert checks.check_question("03.int8_store", "b") is True
+    for wrong in ("a", "c"):
+        with pytest.raises(AssertionError, match="section 4"):
+            checks.check_question("03.int8_store", wrong)
+
+
 def test_diff_dtype_question_key_by_arithmetic(capsys):
     """03's Question 3: a frame difference runs from -255 to 255, 511 values; no 1-byte dtype holds them, int16 does,
     and a state's 4 differences then take 4 x 84 x 84 x 2 = 56,448 bytes (option c)."""
