@@ -39,6 +39,9 @@ def _slot_overheads() -> dict[str, int]:
 _SLOT = "section 1, *A compressed slot*"
 
 
+_NOISE_SLACK = 16  # bytes a lossless codec could save on random bytes by luck; lz4, zlib, zstd, bz2, lzma save none
+
+
 def _breakout_like(shape: tuple[int, ...]):
     """A deterministic stack shaped like preprocessed Breakout: black, rows of bricks in flat greys, a paddle, a ball
     that moves from frame to frame (``shape`` is (frames, height, width) or (height, width))."""
@@ -62,7 +65,10 @@ def check_compressed_slot(compress: Any, decompress: Any) -> bool | None:
     Right when, for a Breakout-like stack (4, 84, 84), one frame (84, 84) and a stack of another size (2, 42, 42):
     the payload is ``bytes``, smaller than the frames' own bytes, and ``decompress`` returns a uint8 array of the
     shape asked for, equal to the frames bit for bit; a stack of random bytes (which no codec shrinks) and a
-    non-contiguous view of a stack round-trip exactly too; decoding one payload does not depend on another; and a
+    non-contiguous view of a stack round-trip exactly too; decoding one payload does not depend on another, and
+    reads a copy of it, not the object ``compress`` returned; six stacks of random bytes (five shapes) each give a
+    payload at least their own bytes less 16 (so a payload that names frames kept elsewhere, a short key into a
+    dict, is refused) and each comes back from its own payload after all six were made; and a
     float32 or int64 stack is refused with ``TypeError`` or ``ValueError`` (a uint8 memory that took it would store
     4 or 8 bytes a pixel and read back garbage). The course's own stores and codec functions, wrappers around them
     and library functions are refused first (``_require_learners_code``). Raises ``AssertionError`` with a hint
@@ -89,7 +95,8 @@ def check_compressed_slot(compress: Any, decompress: Any) -> bool | None:
         return payload
 
     def unpack(payload, shape, want, what):
-        got = _call_learner(decompress, (payload, shape), "decompress(payload, shape)")
+        # an equal copy, not the object compress returned: the frames must come back from the payload's bytes
+        got = _call_learner(decompress, (bytes(bytearray(payload)), shape), "decompress(payload, shape)")
         assert isinstance(got, np.ndarray), (
             f"decompress(payload, shape) returned {type(got).__name__} for {what}: it gives back the frames as a "
             f"numpy array ({_SLOT})")
@@ -120,6 +127,19 @@ def check_compressed_slot(compress: Any, decompress: Any) -> bool | None:
     for frames, what in cases:
         payloads.append(pack(frames.copy(), what))
         unpack(payloads[-1], frames.shape, frames, what)
+    noise_rng = np.random.default_rng(90)
+    noisy = [cases[2][0]] + [noise_rng.integers(0, 256, shape, dtype=np.uint8)
+                             for shape in ((84, 84), (2, 42, 42), (3, 21, 21), (4, 84, 84), (1, 84, 84))]
+    noisy_payloads = [payloads[2]] + [pack(frames.copy(), "a stack of random bytes") for frames in noisy[1:]]
+    for frames, noisy_payload in zip(noisy, noisy_payloads):
+        assert len(noisy_payload) >= frames.nbytes - _NOISE_SLACK, (
+            f"the payload of a stack of random bytes {frames.shape} is {len(noisy_payload):,} bytes for "
+            f"{frames.nbytes:,} bytes of frames: lossless compression shrinks repetition, and noise has none, so "
+            f"its payload holds at least about as many bytes as the frames (section 1, *Predict, then measure*). A "
+            f"payload much shorter than that is not the frames compressed: the frames must be in the payload, not "
+            f"kept somewhere else for it to name ({_SLOT})")
+    for k in reversed(range(len(noisy))):  # each decoded from its own payload, after all were made
+        unpack(noisy_payloads[k], noisy[k].shape, noisy[k], f"a stack of random bytes {noisy[k].shape}")
     view, what = stack[::-1], "a view of a stack (its frames in reverse order)"  # not in order in memory
     unpack(pack(view, what), view.shape, np.ascontiguousarray(view), what)
     unpack(payloads[0], cases[0][0].shape, cases[0][0], "one frame (84, 84), decoded again after the others")
@@ -431,8 +451,9 @@ QUESTIONS.update({
                                    "another's?"}),
     "09.cold_disk": ("c", "the page cache keeps a file's pages only until memory runs short, and here it can hold "
                           "about 12 of 70.6 GB, a sixth of the file. A uniform draw favours no page, so a frame's "
-                          "pages are cached about as often as that share, less when a frame spans two pages: most of "
-                          "a batch's frames are read from the SSD, near section 3's cold line, not its warm one",
+                          "pages are cached about as often as that share, less when a frame spans two pages: at most "
+                          "160 × 12 / 70.6 ≈ 27 frames of a batch are found in RAM, and most are read from the SSD, "
+                          "near section 3's cold line, not its warm one",
                      {"a": "a file's pages stay in the page cache while there is room, not for as long as the file is "
                            "mapped: how much of this file can 12 GB hold? (the memory-mapped file and the page cache, "
                            "above section 1, and section 4, *RAM is counted where it is*)",
