@@ -307,6 +307,26 @@ def test_weight_ratio_key_is_what_prioritized_memory_computes():
             checks.check_question("08.weight_ratio", letter)
 
 
+def test_doubled_priority_key_is_what_the_tree_draws():
+    """Question 1's key (a million transitions, alpha 0.6, one transition's |delta| doubles, the rest unchanged):
+    the chance a CompiledSumTree draw picks it, its leaf over the total, grows by 2^0.6, about 1.52 (c); a (2)
+    leaves alpha out, b (1) takes the weight for the draw, each refused with a hint naming its section."""
+    from dqn_course.per import CompiledSumTree
+
+    n, alpha = 1_000_000, 0.6
+    p = np.random.default_rng(0).random(n) + 0.01
+    tree = CompiledSumTree(n)
+    tree.update(np.arange(n), p**alpha)
+    before = tree.nodes[tree.size + 7] / tree.total
+    tree.update(np.array([7]), np.array([(2 * p[7]) ** alpha]))
+    after = tree.nodes[tree.size + 7] / tree.total
+    assert round(float(after / before), 2) == round(2**alpha, 2) == 1.52
+    assert checks.check_question("08.doubled_priority", "c")
+    for letter, section in (("a", "Why PER"), ("b", "section 1")):
+        with pytest.raises(AssertionError, match=section):
+            checks.check_question("08.doubled_priority", letter)
+
+
 def test_the_drawn_walk_finds_the_compiled_trees_leaf():
     """pictures_late.sum_tree_walk (drawn in notebook 08) ends at the leaf CompiledSumTree.find returns."""
     from dqn_course.lab.pictures_late import draw_sum_tree, sum_tree_walk

@@ -125,11 +125,13 @@ def draw_kill_resume(first_games: np.ndarray | Sequence[int], checkpoints: np.nd
     if killed_after > saved_step:
         ax.barh(1, killed_after - saved_step, left=saved_step, height=0.35, facecolor="none", edgecolor="tab:red",
                 hatch="xxx", linewidth=0, label="after the checkpoint: done again")
-    ax.scatter(first_games, [1] * len(first_games), marker="|", s=250, color="navy", label="a game ends, first run")
+    # the kill lands right after the first run's last logged game: its marker sits above the bar, clear of that tick
+    ax.scatter(first_games, [1] * len(first_games), marker="|", s=250, color="navy", zorder=4,
+               label="a game ends, first run")
     ax.scatter(resumed_games, [0] * len(resumed_games), marker="|", s=250, color="darkgreen",
                label="a game ends, resumed run")
     ax.scatter(checkpoints, [1.3] * len(checkpoints), marker="v", s=60, color="k", label="checkpoint saved")
-    ax.scatter([killed_after], [1], marker="X", s=160, color="tab:red", edgecolor="k", zorder=3,
+    ax.scatter([killed_after], [1.24], marker="X", s=110, color="tab:red", edgecolor="k", zorder=3,
                label="kill -9 (SIGKILL)")
     ax.annotate(f"resume from step {saved_step:,}", xy=(saved_step, 0.2), xytext=(saved_step, 0.62),
                 ha="center", fontsize=8, arrowprops={"arrowstyle": "->", "color": "k"})

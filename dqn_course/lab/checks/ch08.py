@@ -247,15 +247,15 @@ PREDICTIONS.update({
 
 
 QUESTIONS.update({
-    "08.mass_leaf": ("c", "a draw lands in a leaf with probability the leaf's value over the total, and the leaf holds "
-                          "p^α, not p: doubling p multiplies p^0.6 by 2^0.6 ≈ 1.52, and with the total about "
-                          "unchanged, so does P(i)",
-                     {"a": "PER draws transition i with probability P(i), proportional to p^α, not to p (*Why PER*), "
-                           "and the tree's leaves hold what the draw is proportional to (section 1): at α = 0.6, "
-                           "what does doubling p do to a leaf's value?",
-                      "b": "the importance-sampling weight scales a transition's loss after it is drawn (*Where the "
-                           "weight comes from*); which leaf a mass lands in is set by the leaves' values alone "
-                           "(section 1)"}),
+    "08.doubled_priority": ("c", "a draw lands in a leaf with probability the leaf's value over the total, and the "
+                                 "leaf holds p^α, not p: doubling p multiplies p^0.6 by 2^0.6 ≈ 1.52, and with the "
+                                 "total about unchanged, so does P(i)",
+                            {"a": "PER draws transition i with probability P(i), proportional to p^α, not to p (*Why "
+                                  "PER*), and the tree's leaves hold what the draw is proportional to (section 1): at "
+                                  "α = 0.6, what does doubling p do to a leaf's value?",
+                             "b": "the importance-sampling weight scales a transition's loss after it is drawn (*Where "
+                                  "the weight comes from*); the chance that a draw picks it is set by the leaves' "
+                                  "values alone (section 1)"}),
     "08.where_tree_hurts": ("b", "a per-item tree walks once per item, so 256 items cost about 8 times the walk of 32, "
                                  "while an eager GPU update, mostly the price of launching its operations, barely "
                                  "lengthens: the factor grows",
