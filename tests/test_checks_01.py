@@ -259,19 +259,6 @@ def test_pretouch_right(capsys):
     assert capsys.readouterr().out.startswith("✓")
 
 
-def test_pretouch_measures_a_fresh_buffer_untouched():
-    """The behaviour check's premise: a fresh buffer costs (almost) no RSS until written, then a page per page."""
-    from dqn_course.lab.checks.ch00_01 import PRETOUCH_SLACK, _fresh_buffer
-    from dqn_course.profiling import rss_bytes
-
-    page = mmap.PAGESIZE
-    before = rss_bytes()
-    buf = _fresh_buffer(1_000 * page, "uint8", (1_000 * page,))
-    assert rss_bytes() - before < PRETOUCH_SLACK * page and not buf.any()
-    before = rss_bytes()
-    buf[::2 * page] = 1  # every other page
-    assert abs(rss_bytes() - before - 500 * page) < PRETOUCH_SLACK * page
-
 def test_pretouch_buffer_counts_writes_and_reads_as_an_array():
     """The check's buffer counts the values written through any view of it, by assignment, a ufunc's ``out=`` or
     ``np.copyto``, and reads like a plain array, counting nothing."""
@@ -291,6 +278,19 @@ def test_pretouch_buffer_counts_writes_and_reads_as_an_array():
     assert buf.sum() == 8 + 16 and (buf == 2).sum() == 8 and buf.copy().max() == 2 and buf.writes[0] == 66
     assert type(buf.sum()) is np.float32 and type(buf + 1) is np.ndarray
 
+
+def test_pretouch_measures_a_fresh_buffer_untouched():
+    """The behaviour check's premise: a fresh buffer costs (almost) no RSS until written, then a page per page."""
+    from dqn_course.lab.checks.ch00_01 import PRETOUCH_SLACK, _fresh_buffer
+    from dqn_course.profiling import rss_bytes
+
+    page = mmap.PAGESIZE
+    before = rss_bytes()
+    buf = _fresh_buffer(1_000 * page, "uint8", (1_000 * page,))
+    assert rss_bytes() - before < PRETOUCH_SLACK * page and not buf.any()
+    before = rss_bytes()
+    buf[::2 * page] = 1  # every other page
+    assert abs(rss_bytes() - before - 500 * page) < PRETOUCH_SLACK * page
 
 
 def test_pretouch_refuses_the_courses_own_function_and_the_pages_imports():
@@ -325,6 +325,10 @@ WRONG_PRETOUCH = {
     "a page's step from the first byte": (_stride_from_the_first_byte, "starts 16 bytes into a page"),
     "crashes": (lambda buf: buf.view(np.uint8)[::mmap.PAGESIZE, 0], "raised IndexError"),
     "a copy of the whole buffer": (lambda buf: buf.__setitem__(Ellipsis, buf.copy()), "allocated .* while it ran"),
+    # every value written: the pages become resident, at a pass over the whole buffer where one write a page does
+    "every byte, += 0": (lambda buf: buf.reshape(-1).view(np.uint8).__iadd__(0), "one write per page is enough"),
+    "every value, += 0": (lambda buf: buf.__iadd__(0), "one write per page is enough"),
+    "the buffer assigned to itself": (lambda buf: buf.__setitem__(slice(None), buf), "one write per page is enough"),
 }
 
 
@@ -338,10 +342,6 @@ def test_pretouch_wrong(name):
 def test_pretouch_small_buffers_are_read_with_no_slack():
     """Missing one page of a few thousand passes the large buffers' slack; the small ones catch it, aligned or not,
     and the fresh buffer that starts inside a page spans one page more than its bytes fill."""
-    # every value written: the pages become resident, at a pass over the whole buffer where one write a page does
-    "every byte, += 0": (lambda buf: buf.reshape(-1).view(np.uint8).__iadd__(0), "one write per page is enough"),
-    "every value, += 0": (lambda buf: buf.__iadd__(0), "one write per page is enough"),
-    "the buffer assigned to itself": (lambda buf: buf.__setitem__(slice(None), buf), "one write per page is enough"),
     from dqn_course.lab.checks.ch00_01 import (PRETOUCH_OFFSET, PRETOUCH_SLACK, PRETOUCH_SMALL, _fresh_buffer,
                                                _pretouch_cases, _pretouch_growth)
 
