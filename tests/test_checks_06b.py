@@ -190,7 +190,7 @@ def test_the_fills_of_one_case_keep_far_apart_bytes():
     15% of both (a figure worked out from the arguments is one figure)."""
     from dqn_course.lab.checks.ch06b import KEPT_FACTORS, REL
 
-    (low_lo, low_hi), (high_lo, _) = KEPT_FACTORS[0], KEPT_FACTORS[-1]
+    (_, low_hi), (high_lo, _) = KEPT_FACTORS[0], KEPT_FACTORS[-1]
     assert len(KEPT_FACTORS) == len(FILL_CASES) + 1
     assert (1 + high_lo) * (1 - REL) > (1 + low_hi) * (1 + REL)
 
