@@ -229,31 +229,31 @@ def test_the_gates_verdict_names_the_loop_it_is_given(tmp_path):
     assert passed and message.startswith("the worked loop learned Breakout: 20.0") and "your" not in message
 
 
-def test_recorded_wall_time_reads_each_session_and_the_machine_from_a_readme(tmp_path):
+def test_recorded_sessions_reads_each_session_and_the_machine_from_a_readme(tmp_path):
     (tmp_path / "README.md").write_text(
         "```bash\n# session 2, after stopping session 1: the same command\n```\n"
         "- **Machine:** 2 cores (AMD EPYC, no GPU), 25.8 GB RAM; Python 3.11.7; 2026-11-26. Not alone, so ...\n"
         "  - session 1, 14:25:55-15:32:05 UTC, one torch thread, beside ...;\n"
         "  - session 2, 23:59:00-00:01:30 UTC, two torch threads, resumed ...\n")
-    wall = capstone.recorded_wall_time(tmp_path)
+    wall = capstone.recorded_sessions(tmp_path)
     assert wall.sessions == [66 * 60 + 10, 150] and wall.total == 66 * 60 + 160  # the second passes midnight
     assert wall.machine == "2 cores (AMD EPYC, no GPU), 25.8 GB RAM" and wall.date == "2026-11-26"
     assert not wall.alone
     readme = (tmp_path / "README.md").read_text()
     (tmp_path / "README.md").write_text(readme.replace(". Not alone, so ...", "."))
-    assert capstone.recorded_wall_time(tmp_path).alone
+    assert capstone.recorded_sessions(tmp_path).alone
     (tmp_path / "README.md").write_text(readme.replace("23:59:00-00:01:30 UTC", "23:59:00 UTC on"))
     with pytest.raises(ValueError, match="each session's start and end"):  # a session without its end
-        capstone.recorded_wall_time(tmp_path)
+        capstone.recorded_sessions(tmp_path)
     (tmp_path / "README.md").write_text(readme.replace("**Machine:**", "Machine:"))
     with pytest.raises(ValueError, match="machine line"):
-        capstone.recorded_wall_time(tmp_path)
+        capstone.recorded_sessions(tmp_path)
 
 
 def test_the_recorded_long_run_gives_its_wall_time():
     from dqn_course.lab.playback import DATA_DIR
 
-    wall = capstone.recorded_wall_time(DATA_DIR / "capstone-seed1")
+    wall = capstone.recorded_sessions(DATA_DIR / "capstone-seed1")
     stdout = (DATA_DIR / "capstone-seed1" / "stdout.txt").read_text()  # the last session's own count
     assert f"after {wall.sessions[-1]:,} s" in stdout and len(wall.sessions) == 2 and not wall.alone
 

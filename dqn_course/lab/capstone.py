@@ -249,12 +249,14 @@ _SESSION = re.compile(r"^\s*- session (\d+), (\d\d):(\d\d):(\d\d)-(\d\d):(\d\d):
 _MACHINE = re.compile(r"\*\*Machine:\*\* ([^;]+);[^;]*; (\d{4}-\d\d-\d\d)\.( Not alone)?")
 
 
-def recorded_wall_time(folder: str | Path) -> SimpleNamespace:
-    """The wall time of a recorded run (``data/capstone-seed1``), read from its ``README.md``, so a page can say how
-    long the long run took without typing it: ``sessions`` (the seconds of each line ``- session N,
-    HH:MM:SS-HH:MM:SS UTC``, in order; one that passes midnight counts through it), ``total`` (their sum),
-    ``machine`` and ``date`` (the line ``**Machine:** <machine>; <software>; <date>.``) and ``alone`` (False when
-    that line goes on "Not alone": other work shared the machine, so the time is no measure of the loop's speed).
+def recorded_sessions(folder: str | Path) -> SimpleNamespace:
+    """The sessions of a recorded run of the worked loop (``data/capstone-seed1``) and their wall time, read from its
+    ``README.md`` (a run of ``train()`` in one session gives its time in ``stdout.txt``:
+    ``playback.recorded_wall_time``), so a page can say how long the long run took without typing it:
+    ``sessions`` (the seconds of each line ``- session N, HH:MM:SS-HH:MM:SS UTC``, in order; one that passes
+    midnight counts through it), ``total`` (their sum), ``machine`` and ``date`` (the line ``**Machine:**
+    <machine>; <software>; <date>.``) and ``alone`` (False when that line goes on "Not alone": other work shared
+    the machine, so the time is no measure of the loop's speed).
     Raises ``ValueError`` when a session line gives no start and end, or the README has none or no machine line."""
     readme = (Path(folder) / "README.md").read_text()
     found = [m.groups() for m in _SESSION.finditer(readme)]
