@@ -177,6 +177,49 @@ def save_right(path, write):
     os.replace(tmp, path)
 
 
+def save_by_fdatasync(path, write):
+    """save_right with os.fdatasync, which puts the file's data on the disk as fsync does: the check accepts either."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fdatasync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+
+
+def save_fdatasync_unflushed(path, write):
+    tmp = Path(str(path) + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            os.fdatasync(f.fileno())  # Python's buffer still holds the tail
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+
+
+def save_swallows_fdatasync_error(path, write):  # a failed fdatasync ignored: the caller never knows
+    tmp = Path(str(path) + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            try:
+                os.fdatasync(f.fileno())
+            except OSError:
+                pass
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+
+
 def save_in_place(path, write):
     with open(path, "wb") as f:
         write(f)
@@ -321,6 +364,16 @@ def test_atomic_save_right(capsys):
     assert capsys.readouterr().out.startswith("✓")
 
 
+@pytest.mark.skipif(not hasattr(os, "fdatasync"), reason="os.fdatasync is not on this platform")
+def test_atomic_save_accepts_fdatasync(capsys):
+    assert checks.check_save_atomically(save_by_fdatasync) is True
+    assert capsys.readouterr().out.startswith("✓")
+    with pytest.raises(AssertionError, match="Python's own buffer"):
+        checks.check_save_atomically(save_fdatasync_unflushed)
+    with pytest.raises(AssertionError, match="an fsync that failed .*did not reach the caller"):
+        checks.check_save_atomically(save_swallows_fdatasync_error)
+
+
 @pytest.mark.parametrize("answer, hint", [
     (save_in_place, "never took its name by a rename"),
     (save_without_fsync, "renamed without an fsync"),
@@ -345,11 +398,11 @@ def test_atomic_save_refuses_the_course_and_the_pages_imports(answer):
 
 
 def test_atomic_save_restores_os():
-    fsync, replace, rename = os.fsync, os.replace, os.rename
+    fsync, replace, rename, fdatasync = os.fsync, os.replace, os.rename, getattr(os, "fdatasync", None)
     with pytest.raises(AssertionError):
         checks.check_save_atomically(save_in_place)
     checks.check_save_atomically(save_right)
-    assert (os.fsync, os.replace, os.rename) == (fsync, replace, rename)
+    assert (os.fsync, os.replace, os.rename, getattr(os, "fdatasync", None)) == (fsync, replace, rename, fdatasync)
 
 
 def test_atomic_save_unanswered(capsys):

@@ -283,18 +283,20 @@ def check_save_atomically(save_atomically: Any) -> bool | None:
     """Notebook 09b: ``save_atomically(path, write)`` saves a file so that a crash never leaves half of one.
 
     ``write(f)`` writes the file's content into the open binary file ``f``. Right when the content goes to another
-    file in the same folder, reaches the disk (Python's buffer flushed, then ``os.fsync`` on that file: the check
-    reads the file's size at the ``fsync``) and only then takes the final name by ``os.replace`` (or ``os.rename``).
-    Checked by behaviour, in a temporary folder, with ``os.fsync``, ``os.replace`` and ``os.rename`` watched (and
+    file in the same folder, reaches the disk (Python's buffer flushed, then ``os.fsync`` on that file, or
+    ``os.fdatasync``, which also puts the data on the disk: the check reads the file's size at that call) and only then
+    takes the final name by ``os.replace`` (or ``os.rename``). Checked by behaviour, in a temporary folder, with
+    ``os.fsync``, ``os.fdatasync`` (where the platform has it), ``os.replace`` and ``os.rename`` watched (and
     restored afterwards): a first save; a writer that raises ``SimulatedCrash`` halfway, over a file saved before and
     over no file (the crash must reach the caller, the final name keep the old content or stay absent, and the
-    temporary file be gone); an ``fsync`` that raises ``OSError`` (the same three: the error reaches the caller, the
-    old file stays whole, the temporary file is gone). Nothing is timed. The course's
+    temporary file be gone); an ``fsync`` (or ``fdatasync``) that raises ``OSError`` (the same three: the error
+    reaches the caller, the old file stays whole, the temporary file is gone). Nothing is timed. The course's
     code, or any function the page imports, is refused. Raises ``AssertionError`` with a hint naming the section.
     """
     if save_atomically is None:
         return _not_answered_yet("write save_atomically(path, write)")
     _require_learners_code(save_atomically, "save_atomically(path, write)")
+    import contextlib
     import inspect
     import os
     import tempfile
@@ -304,14 +306,17 @@ def check_save_atomically(save_atomically: Any) -> bool | None:
     call = "save_atomically(path, write)"
     events: list[tuple] = []
     real_fsync, real_replace, real_rename = os.fsync, os.replace, os.rename
-    failing_fsync = []  # while non-empty, fsync raises this OSError
+    real_fdatasync = getattr(os, "fdatasync", None)  # absent on macOS and Windows
+    failing_fsync = []  # while non-empty, fsync and fdatasync raise this OSError
 
-    def fsync(fd):
-        st = os.fstat(fd)
-        events.append(("fsync", st.st_ino, st.st_size))
-        if failing_fsync:
-            raise failing_fsync[0]
-        return real_fsync(fd)
+    def syncer(real):
+        def sync(fd):  # either call puts the file's data on the disk: both count as the flush to disk
+            st = os.fstat(fd)
+            events.append(("fsync", st.st_ino, st.st_size))
+            if failing_fsync:
+                raise failing_fsync[0]
+            return real(fd)
+        return sync
 
     def renamer(real):
         def rename(src, dst, *args, **kwargs):
@@ -332,13 +337,18 @@ def check_save_atomically(save_atomically: Any) -> bool | None:
 
     old = bytes(range(256)) * 196 + b"old"  # 50,179 bytes: the last 1,000-byte chunk is partial
     new = bytes(reversed(range(256))) * 196 + b"new"
-    watched = {id(real_fsync): fsync, id(real_replace): renamer(real_replace), id(real_rename): renamer(real_rename)}
+    watched = {id(real_fsync): syncer(real_fsync), id(real_replace): renamer(real_replace),
+               id(real_rename): renamer(real_rename)}
+    patches = [("fsync", real_fsync), ("replace", real_replace), ("rename", real_rename)]
+    if real_fdatasync is not None:
+        watched[id(real_fdatasync)] = syncer(real_fdatasync)
+        patches.append(("fdatasync", real_fdatasync))
     learners = getattr(inspect.unwrap(getattr(save_atomically, "__func__", save_atomically)), "__globals__", {})
     aliases = {name: watched[id(value)] for name, value in learners.items() if id(value) in watched}  # from os import
-    with tempfile.TemporaryDirectory(prefix="atomic-") as folder, \
-            mock.patch.object(os, "fsync", watched[id(real_fsync)]), \
-            mock.patch.object(os, "replace", watched[id(real_replace)]), \
-            mock.patch.object(os, "rename", watched[id(real_rename)]), mock.patch.dict(learners, aliases):
+    with tempfile.TemporaryDirectory(prefix="atomic-") as folder, contextlib.ExitStack() as stack:
+        for name, real in patches:
+            stack.enter_context(mock.patch.object(os, name, watched[id(real)]))
+        stack.enter_context(mock.patch.dict(learners, aliases))
         folder = Path(folder).absolute()
         path = folder / "state.ckpt"
 
@@ -464,15 +474,18 @@ QUESTIONS.update({
                                     "bytes into a new file under the final name and deletes the original afterwards, "
                                     "so a kill during the copy can leave a checkpoint cut short under its real name, "
                                     "which a rename within one folder never leaves (a resume refuses it by its "
-                                    "length and carries on from step 125,000)",
-                               {"a": "a rename works only within one file system: section 1, the *Atomic* point, says "
-                                     "why the temporary file goes in the final file's folder. What must a move between "
-                                     "two disks do instead?",
+                                    "length and carries on from step 125,000). A kill before the copy starts or "
+                                    "after it ends leaves whole files only, as a rename does at any moment",
+                               {"a": "whole files are what a kill before the move or after it leaves here, and what "
+                                     "a rename within one folder leaves at any moment: the question asks what only "
+                                     "this script can leave. A rename works only within one file system (section 1, "
+                                     "the *Atomic* point, says why the temporary file goes in the final file's "
+                                     "folder): what must a move between two disks do instead?",
                                 "c": "a partial .tmp file in the run folder is what a save killed before its rename "
-                                     "leaves, the course's own included (section 1, the *Atomic* point); this "
-                                     "script's temporary file lies in /tmp, and a move between file systems writes "
-                                     "the bytes straight under the final name: what lies under that name while it "
-                                     "writes?"}),
+                                     "leaves, the course's own included (section 1, the *Atomic* point), so a rename "
+                                     "leaves it too, and this script's temporary file lies in /tmp. A move between "
+                                     "file systems writes the bytes straight under the final name: what lies under "
+                                     "that name while it writes?"}),
     "09b.prefault_over_budget": ("b", "prefault writes every page of the 7.07 GB memory when the memory is built, "
                                       "so the process's RSS is past the 6 GB budget before the first step; the "
                                       "watchdog looks at its first call, after that step, saves the state (a memory "
