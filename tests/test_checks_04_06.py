@@ -319,6 +319,19 @@ def test_ring_unanswered(capsys):
     assert "not answered yet" in capsys.readouterr().out.lower()
 
 
+def test_05_prefault_key_np_ones_writes_every_page_of_one_array():
+    """05's Q3 (05.prefault): an array made with np.ones costs RSS of its size at once (key b, not np.zeros's
+    nothing, a), and only once: no second array on the way, so its peak is not twice that (option c)."""
+    from _subprocess_helpers import allocate_and_keep
+
+    from dqn_course.profiling import measure_in_subprocess
+
+    assert checks.QUESTIONS["05.prefault"][0] == "b"
+    m = measure_in_subprocess(allocate_and_keep, 200, timeout=300)  # np.ones(200 MB, uint8), kept alive
+    assert m.result == 200_000_000 and m.rss_growth > 0.9 * m.result, m
+    assert m.peak_rss - m.rss_before < 1.5 * m.result, m
+
+
 # -- the notebooks' solution cells (committed without outputs, skipped by nbval) run here -----------------------
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"

@@ -455,11 +455,13 @@ QUESTIONS.update({
                             "(the opening of this notebook: the write head)"}),
     "05.prefault": ("b", "a page costs RSS when it is first written, whatever is written: filling in the ones writes "
                          "every page at construction, as prefault does, while np.zeros leaves them unwritten until "
-                         "frames arrive",
+                         "frames arrive; and np.ones fills one array, the one it returns, so the growth is the "
+                         "frames' 10.6 GB once, not twice",
                     {"a": "RSS counts pages written, not frames stored: what must np.ones do to every byte before it "
                           "returns? (section 3, *Fitting at the start is not fitting at the end*)",
-                     "c": "the guard only compares sizes, and np.zeros pages arrive as they are first written: see "
-                          "the lazy line in section 3, *Fitting at the start is not fitting at the end*"}),
+                     "c": "np.ones makes one array of the size asked for and writes a one into each of its bytes; "
+                          "no second array is made. What does RSS count, pages reserved or pages written? (section "
+                          "3, *Fitting at the start is not fitting at the end*)"}),
 })
 
 
