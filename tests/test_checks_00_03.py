@@ -131,16 +131,17 @@ def test_notebook_00_solution_cell_passes_its_check():
 
 
 def test_invaders_question_key_by_learning_signals():
-    """00's question: in the step a time limit cuts a Space Invaders game, a 10-point alien is hit and a life is lost.
-    ``learning_signals`` clips the reward to r = 1 and makes done = 1 (the lost life; the time limit only starts a new
-    game), so y = 1 + 0.9 x (1 - 1) x 5.0 = 1 (option a); b keeps the future term, c learns from the points."""
+    """00's question: in the 4 frames of the step a time limit cuts a Space Invaders game, a 10-point alien is hit,
+    then a life is lost. ``learning_signals`` clips the step's reward to r = 1 and makes done = 1 (the lost life; the
+    time limit only starts a new game), so y = 1 + 0.9 x (1 - 1) x 5.0 = 1 (option a); b keeps the future term, c
+    drops the step's reward with it, as if the step had scored nothing."""
     from dqn_course.envs import learning_signals
 
     r, done, new_game = learning_signals(10.0, False, True, True)
     assert (float(r), bool(done), bool(new_game)) == (1.0, True, True)
     assert r + 0.9 * (1 - done) * 5.0 == 1.0
     assert checks.check_question("00.invaders_life_and_clock", "a") is True
-    for wrong, words in (("b", "lost-life case"), ("c", "clipped to its sign")):
+    for wrong, words in (("b", "lost-life case"), ("c", "drops only the future term")):
         with pytest.raises(AssertionError, match=words):
             checks.check_question("00.invaders_life_and_clock", wrong)
 

@@ -478,16 +478,17 @@ PREDICTIONS.update({
 
 
 QUESTIONS.update({
-    "00.invaders_life_and_clock": ("a", "a lost life makes `done` 1 whatever the clock does, so the target drops "
-                                        "the future term: y = 1 + 0.9 × (1 − 1) × 5.0 = 1; the time limit only "
-                                        "decides that a new game starts next (the alien's 10 points clip to r = 1, "
-                                        "the score keeps the 10)",
+    "00.invaders_life_and_clock": ("a", "the step's reward is the points of its 4 frames, 10, clipped to r = 1; the "
+                                        "lost life in the same step makes `done` 1 whatever the clock does, so the "
+                                        "target drops the future term: y = 1 + 0.9 × (1 − 1) × 5.0 = 1; the time "
+                                        "limit only decides that a new game starts next (the score keeps the 10)",
                                    {"b": "a time limit keeps the future term only while nothing else cuts the target: "
                                          "in this step a life is lost too, and the course counts a lost life as "
                                          "`done` (section 6, *DQN in one page*, the lost-life case)",
-                                    "c": "the agent learns from the reward clipped to its sign, not from the points: "
-                                         "an alien of any value is a reward of +1 to learn from, the score alone "
-                                         "keeps the points (section 6, *DQN in one page*, the TD target)"}),
+                                    "c": "section 6's lost-life row comes to 0 because that step scored nothing; "
+                                         "`done` drops only the future term, and the reward this step scored in its "
+                                         "4 frames stays in the target, clipped to its sign (section 4, frame skip; "
+                                         "section 6, *DQN in one page*, the TD target)"}),
     "01.killed_scaling": ("b", "the baseline is in RAM on either machine, paid once: all the added RAM goes to "
                                "transitions, so the process lives twice your steps plus the baseline's worth of "
                                "steps (the baseline over the bytes per step)",
