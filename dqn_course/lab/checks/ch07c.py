@@ -433,7 +433,9 @@ QUESTIONS.update({
                    "b": "is there one update per agent step, or fewer? Which count runs ahead, the updates or the "
                         "agent steps? (section 1, the settings: when learning starts and how often it updates)"}),
     "07c.maze_done": ("a", "only the exit's transition is done, so forgetting the mask changes only its target: it "
-                           "gains γ times the network's value of the state after the end, a value no game pays. The "
+                           "gains γ times the network's value of the state after the end, a value no game pays (no "
+                           "transition starts after the exit, so nothing trains that value away from its non-zero "
+                           "start). The "
                            "states one step before the exit bootstrap from the exit's inflated value and take the "
                            "excess next, then the states before them: the error spreads back from the exit one "
                            "bootstrapped step at a time, as a reward does",
