@@ -482,8 +482,9 @@ QUESTIONS.update({
                               {"a": "one call instead of 16 is what the network's share of the step gains; what else "
                                     "does each step spend its time on, and does batching change it (section 4, the "
                                     "model of a whole step's ratio)?",
-                               "c": "on her GPU a call costs the same whatever it carries, so the batched call pays "
-                                    "one fixed price, not sixteen (the *Why* at the top)"}),
+                               "c": "batching merges the network's 16 calls into one; the 16 emulators still step on "
+                                    "the CPU, 16 ms each step, whatever the network does: what is left of the step "
+                                    "(section 4, the model of a whole step's ratio)?"}),
     "06.max_bias_clear_best": (
         "a", "the upward bias comes from near-ties: with one action ten error-spreads ahead, the max is nearly always "
              "that action's estimate, whose error averages to zero. Overestimation is worst where actions are close in "
@@ -524,14 +525,17 @@ QUESTIONS.update({
          "c": "a hard copy every C steps is on average about C/2 steps old: which C makes that equal to the soft "
               "blend's average age, about 1/τ (*Why a target network*, its weights fading as a reward's do in *Step 1's"
               " pause, answered*)?"}),
-    "06.huber_large_error": ("b", "inside the threshold the Huber loss is the squared error, whose gradient is e: "
-                                  "with a threshold of 10, an error of 5 lies inside, so it pushes with 5, as the "
-                                  "squared error would, not 1; only errors beyond 10 have their push capped",
-                             {"a": "the push is bounded only beyond the threshold (section 4, *The Huber loss*, step "
-                                   "2): where is 5 now?",
-                              "c": "the threshold bounds the push, it does not set it: inside the threshold the "
-                                   "loss is the squared error, whose push is the error itself (section 4, *The Huber "
-                                   "loss*, step 1)"}),
+    "06.huber_large_error": (
+        "b", "beyond the threshold the Huber loss's gradient is ±1, whatever the error's size: both states are pushed "
+             "with 1 at every update, so each value moves by the same step, and the one that must travel about 500 "
+             "takes about (500 − 1) / (10 − 1), some 55 times, as many updates as the one that must travel about 10. "
+             "With the squared error the push grows with the error, and both close a fixed fraction of their error "
+             "per update. This is one reason the Nature DQN clipped the rewards (notebook 00, section 5): targets "
+             "stay small, and so do the errors",
+        {"a": "with the squared error a value 50 times as far off would be pushed 50 times as hard; beyond the "
+              "Huber threshold, how hard is each of the two pushed (section 4, *The Huber loss*, step 2)?",
+         "c": "beyond the threshold the push is capped, not removed: what is the loss's gradient there, and does it "
+              "ever fall to 0 before the error is within the threshold (section 4, *The Huber loss*, step 2)?"}),
     "06b.small_ring_after_large": ("b", "the 1.4 GB array was far above glibc's mmap threshold (notebook 01b, "
                                         "section 1): it had a mapping of its own, and deleting it handed those pages "
                                         "back to the operating system, so nothing of it waits in the process for the "
