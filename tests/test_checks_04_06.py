@@ -327,9 +327,11 @@ def test_05_prefault_key_np_ones_writes_every_page_of_one_array():
     from dqn_course.profiling import measure_in_subprocess
 
     assert checks.QUESTIONS["05.prefault"][0] == "b"
-    m = measure_in_subprocess(allocate_and_keep, 200, timeout=300)  # np.ones(200 MB, uint8), kept alive
+    # np.ones(200 MB, uint8), kept alive; tracemalloc's peak sees any second array numpy made on the way (the child's
+    # ru_maxrss does not bound it: in this suite it reads well above the child's RSS with the array alive)
+    m = measure_in_subprocess(allocate_and_keep, 200, trace=True, timeout=300)
     assert m.result == 200_000_000 and m.rss_growth > 0.9 * m.result, m
-    assert m.peak_rss - m.rss_before < 1.5 * m.result, m
+    assert m.result <= m.traced_peak < 1.5 * m.result, m
 
 
 # -- the notebooks' solution cells (committed without outputs, skipped by nbval) run here -----------------------
