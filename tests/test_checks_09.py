@@ -25,6 +25,22 @@ def test_overheads_match_the_memory():
     assert o["bytes_header"] == sys.getsizeof(b"x") - 1
 
 
+@pytest.mark.parametrize("policy", ["follow", "random"])
+def test_stack_payload_ram_key_matches_lz4_on_breakout(policy):
+    """09's Q1 (09.stack_payload_ram): a slot holding a 4-frame stack as one lz4 payload costs between 1.2 and 2 times
+    a one-frame slot (key b), not about four times (a) nor within 10% (c); the slot's fixed costs counted in both."""
+    from dqn_course.lab.bench import play_frames
+
+    assert checks.QUESTIONS["09.stack_payload_ram"][0] == "b"
+    pool = play_frames(1_000, seed=0, policy=policy)
+    fixed = 16 + stores.POINTER_BYTES + sys.getsizeof(b"")  # bookkeeping, list pointer, bytes header (section 2)
+    one = np.mean([len(lz4.block.compress(np.ascontiguousarray(f))) for f in pool.frames])
+    stacks = [len(lz4.block.compress(np.ascontiguousarray(pool.frames[i:i + 4]))) for i in range(len(pool) - 3)
+              if not pool.first[i + 1:i + 4].any()]  # four consecutive frames of one game
+    ratio = (np.mean(stacks) + fixed) / (one + fixed)
+    assert 1.2 < ratio < 2, ratio
+
+
 def test_solution_cell_passes_its_checks():
     """Notebook 09's solution cell (committed without outputs, skipped by nbval) passes every check it calls."""
     from _solutions import run_solutions

@@ -452,13 +452,14 @@ QUESTIONS.update({
                                   "lz4 encodes frame 1 and then much of frames 2 to 4 as matches back to it, so a "
                                   "stack's payload costs more than one frame's but well under four; the slot's header, "
                                   "list pointer and bookkeeping (section 2) are paid once either way. The memory "
-                                  "grows, by well under four times",
+                                  "grows, by between 1.2 and 2 times: more than one frame's payload, far from four",
                              {"a": "a compressor removes repetition, and the ratio belongs to the frames (section 1, "
                                    "*Predict, then measure*, and the paragraph after it): how much of frame 1 do "
                                    "frames 2 to 4 of one stack repeat?",
                               "c": "each payload is compressed on its own, so that any slot can be read without its "
                                    "neighbours (section 1, the two codecs): can one slot's payload point back into "
-                                   "another's?"}),
+                                   "another's? And frames 2 to 4 are not frame 1: the ball, the paddle and the score "
+                                   "move, and their bytes cost something"}),
     "09.cold_disk": ("c", "the page cache keeps a file's pages only until memory runs short, and here it can hold "
                           "about 12 of 70.6 GB, a sixth of the file. A uniform draw favours no page, so a frame's "
                           "pages are cached about as often as that share, less when a frame spans two pages: at most "
