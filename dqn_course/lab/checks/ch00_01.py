@@ -147,10 +147,13 @@ class _WriteCounting(np.ndarray):
         if self.writes is not None:
             self.writes[0] += int(values)
 
-    def __setitem__(self, key, value) -> None:
+    def _count_selected(self, key) -> None:
         # the size of what `key` selects, read off a broadcast zero-stride array of bools: one byte per value at
         # most, where an index array of its own (a fancy key) is allocated anyway; a basic key allocates nothing
         self._count(np.size(np.broadcast_to(np.False_, self.shape)[key]))
+
+    def __setitem__(self, key, value) -> None:
+        self._count_selected(key)
         super().__setitem__(key, value)
 
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
@@ -158,7 +161,7 @@ class _WriteCounting(np.ndarray):
             return x.view(np.ndarray) if isinstance(x, _WriteCounting) else x
 
         if method == "at" and isinstance(inputs[0], _WriteCounting):
-            inputs[0]._count(np.size(np.broadcast_to(np.False_, inputs[0].shape)[inputs[1]]))
+            inputs[0]._count_selected(inputs[1])
         if out is not None:
             for target in out:
                 if isinstance(target, _WriteCounting):

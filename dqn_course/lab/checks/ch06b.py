@@ -90,32 +90,19 @@ def _leave_freed_memory(total_bytes: int, frame_bytes: int) -> None:
     gc.collect()
 
 
-class _Kept:
-    """The bytes a fill keeps beside each frame, handed to it in ``KEPT_VARIABLE`` while the block runs (a child
-    process started inside it inherits the variable); the variable's earlier value is put back after."""
+def _kept(kept_bytes: int):
+    """A context in which ``KEPT_VARIABLE`` hands a fill the bytes to keep beside each frame (a child process started
+    inside it inherits the variable); the environment is put back as it was after."""
+    import os
+    from unittest import mock
 
-    def __init__(self, kept_bytes: int) -> None:
-        self.kept_bytes = kept_bytes
-
-    def __enter__(self) -> None:
-        import os
-
-        self.before = os.environ.get(KEPT_VARIABLE)
-        os.environ[KEPT_VARIABLE] = str(self.kept_bytes)
-
-    def __exit__(self, *exc) -> None:
-        import os
-
-        if self.before is None:
-            os.environ.pop(KEPT_VARIABLE, None)
-        else:
-            os.environ[KEPT_VARIABLE] = self.before
+    return mock.patch.dict(os.environ, {KEPT_VARIABLE: str(kept_bytes)})
 
 
 def _same_process_reading(frames: int, frame_bytes: int, episode: int, kept_bytes: int, report: str) -> float:
     """What a reading in this process gives right after ``_leave_freed_memory``: the contrast the pass prints."""
     _leave_freed_memory(frames * (frame_bytes + kept_bytes) * 3 // 2, frame_bytes)
-    with _Kept(kept_bytes):
+    with _kept(kept_bytes):
         before = rss_bytes()
         memory = fill_frames(frames, frame_bytes, episode, report)
         grown = (rss_bytes() - before) / len(memory)
@@ -205,7 +192,7 @@ def check_bytes_per_transition(bytes_per_transition: Any) -> bool | None:
             report = Path(folder) / f"fill-{call}.txt"
             _leave_freed_memory(frames * (frame_bytes + kept_bytes) * 3 // 2, frame_bytes)
             args = (frames, frame_bytes, episode, str(report))
-            with _Kept(kept_bytes):
+            with _kept(kept_bytes):
                 got = _call_learner(bytes_per_transition, (fill_frames, *args), _CALL, _BY_NAME)
             _KEPT.clear()
             if got is None:
