@@ -134,16 +134,27 @@ def test_invaders_question_key_by_learning_signals():
     """00's question: in the 4 frames of the step a time limit cuts a Space Invaders game, a 10-point alien is hit,
     then a life is lost. ``learning_signals`` clips the step's reward to r = 1 and makes done = 1 (the lost life; the
     time limit only starts a new game), so y = 1 + 0.9 x (1 - 1) x 5.0 = 1 (option a); b keeps the future term, c
-    drops the step's reward with it, as if the step had scored nothing."""
+    (10) forgets the clipping."""
     from dqn_course.envs import learning_signals
 
     r, done, new_game = learning_signals(10.0, False, True, True)
     assert (float(r), bool(done), bool(new_game)) == (1.0, True, True)
     assert r + 0.9 * (1 - done) * 5.0 == 1.0
     assert checks.check_question("00.invaders_life_and_clock", "a") is True
-    for wrong, words in (("b", "lost-life case"), ("c", "drops only the future term")):
+    for wrong, words in (("b", "lost-life case"), ("c", "clipped to its sign")):
         with pytest.raises(AssertionError, match=words):
             checks.check_question("00.invaders_life_and_clock", wrong)
+
+
+def test_top_rung_prediction_takes_the_arithmetic_and_names_each_slip(capsys):
+    """00's prediction: 1M transitions of two separate stacks of 4 raw screens, 2 x 4 x 210 x 160 x 3 bytes each."""
+    measured = 2 * 4 * 210 * 160 * 3 * 1_000_000 / 1e9
+    assert checks.check_prediction_of("00.top_rung_gb", 806, measured) is True
+    for wrong, words in ((measured / 2, "two arrays"), (measured / 4, "4 most recent"), (measured / 3, "colour"),
+                         (measured * 1e9 / 2**30, "GiB"), (measured / 8, "one raw screen")):
+        with pytest.raises(AssertionError, match=words) as caught:
+            checks.check_prediction_of("00.top_rung_gb", wrong, measured)
+        assert "806" not in str(caught.value)  # a hint, never the value
 
 
 # --- notebook 02 ----------------------------------------------------------------------------------
@@ -538,17 +549,14 @@ def test_int8_store_question_key_by_round_trip(tmp_path):
             checks.check_question("03.int8_store", wrong)
 
 
-def test_diff_dtype_question_key_by_arithmetic(capsys):
-    """03's Question 3: a frame difference runs from -255 to 255, 511 values; no 1-byte dtype holds them, int16 does,
-    and a state's 4 differences then take 4 x 84 x 84 x 2 = 56,448 bytes (option c)."""
-    frames = np.arange(256, dtype=np.int64)
-    diffs = np.unique(frames[:, None] - frames[None, :])
-    assert len(diffs) == 511 > 256
-    for dtype in (np.uint8, np.int8):
-        assert not np.array_equal(diffs.astype(dtype).astype(np.int64), diffs)  # wraps some differences
-    assert np.array_equal(diffs.astype(np.int16).astype(np.int64), diffs)
-    assert np.zeros((4, 84, 84), np.int16).nbytes == 56_448 == 2 * np.zeros((4, 84, 84), np.uint8).nbytes
-    assert checks.check_question("03.diff_dtype", "c") is True
+def test_mean_dtype_question_key_by_measurement():
+    """03's Question 3: the per-pixel mean of 4 uint8 frames of a 96 x 96 camera, by NumPy's default, is float64:
+    96 x 96 x 8 = 73,728 bytes per transition (option c), not uint8's 9,216 (a) nor float32's 36,864 (b)."""
+    frames = np.random.default_rng(0).integers(0, 256, (4, 96, 96), dtype=np.uint8)
+    mean = np.mean(frames, axis=0)
+    assert mean.dtype == np.float64 and mean.nbytes == 73_728 == 8 * frames[0].nbytes
+    assert np.mean(frames, axis=0, dtype=np.float32).nbytes == 36_864
+    assert checks.check_question("03.mean_dtype", "c") is True
     for wrong in ("a", "b"):
         with pytest.raises(AssertionError, match="section 4"):
-            checks.check_question("03.diff_dtype", wrong)
+            checks.check_question("03.mean_dtype", wrong)

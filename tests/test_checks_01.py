@@ -200,6 +200,23 @@ def test_prediction_check_on_predict_calls(capsys):
     assert "Not answered yet" in capsys.readouterr().out
 
 
+def test_prediction_check_on_kept_alive(capsys):
+    """01's first prediction: the blog's stored state is a view of the 210 x 160 uint8 gray image (the cast comes
+    before the slice), so one state keeps that image's bytes allocated; each likely mistake gets its own hint."""
+    frame = np.zeros((210, 160, 3), np.uint8)
+    state = naive.preprocess(frame)[None, :]
+    measured = naive.root_buffer(state).nbytes
+    assert measured == 210 * 160
+    given = {"frame": frame.nbytes, "state": state.nbytes}
+    assert checks.check_prediction_of("01.kept_alive", measured, measured, **given)
+    for wrong, words in ((8_400, "owns none"), (100_800, "raw frame"), (268_800, "float64"),
+                         (42_000, "adds none"), (5_000, "step by step")):
+        with pytest.raises(AssertionError, match=words):
+            checks.check_prediction_of("01.kept_alive", wrong, measured, **given)
+    assert checks.check_prediction_of("01.kept_alive", None, measured, **given) is None
+    assert "Not answered yet" in capsys.readouterr().out
+
+
 def test_killed_scaling_question_key_by_arithmetic():
     """01's question: a memory with no maxlen is killed where baseline + slope x step reaches the RAM available, so
     twice the RAM gives twice your step plus the baseline over the slope: a bit more than twice (option b)."""
@@ -406,3 +423,11 @@ def test_pretouch_that_only_reads_fails():
 def test_pretouch_none(capsys):
     assert checks.check_pretouch(None) is None
     assert "Not answered yet" in capsys.readouterr().out
+
+
+def test_refill_rss_question_takes_b_and_hints_the_others():
+    """01b's question: with glibc and no malloc_trim, round 2's fill reuses the blocks round 1 freed (near zero)."""
+    assert checks.check_question("01b.refill_rss", "b") is True
+    for wrong, words in (("a", "malloc_trim"), ("c", "as many bytes")):
+        with pytest.raises(AssertionError, match=words):
+            checks.check_question("01b.refill_rss", wrong)

@@ -452,7 +452,25 @@ def _page_rss_mistakes(measured: float, page: int | None = None) -> dict[float, 
     return mistakes
 
 
+def _top_rung_mistakes(measured: float) -> dict[float, str]:
+    """The GB of 1M top-rung transitions (notebook 00's last section) a learner who made a likely mistake would
+    write, each with its hint: one stack where the rung keeps two, one screen where a state stacks 4, one byte a
+    pixel where a raw screen has 3 colour channels, or the wrong unit."""
+    exercise = "the exercise: s and s' are separate stacks of the 4 most recent raw screens"
+    return {
+        measured / 2: f"that counts one stack a transition; the top rung stores s and s' as two arrays, each in full "
+                      f"({exercise})",
+        measured / 4: "that counts one screen a state; a state is a stack of the 4 most recent screens (section 4)",
+        measured / 8: f"that is one raw screen a transition (section 5's last line); a transition holds two stacks "
+                      f"of 4 screens ({exercise})",
+        measured / 3: "that counts one byte a pixel; a raw screen has 3 colour channels, one byte each (section 3)",
+        measured * 1e9 / 2**30: "that is GiB (2³⁰ bytes); a GB here is 10⁹ bytes, as everywhere in the course",
+        measured / 1e3: "that is TB; the question asks for GB (10⁹ bytes)",
+        measured * 1e3: "that is MB; the question asks for GB (10⁹ bytes)"}
+
+
 _LEARNING = "section 1, *Learning*"
+_RECIPE = "section 1, *Preprocessing*: the order of its steps, and what a *view* is"
 
 
 PREDICTIONS.update({
@@ -474,9 +492,24 @@ PREDICTIONS.update({
                "after the check)"},
         "count the forward passes replay() makes for a transition whose game goes on, then for one that ends it, "
         f"then for the whole minibatch ({_LEARNING})"),
+    # one stored state of the blog's recipe: a view, so what it keeps allocated is the array its bytes belong to
+    "01.kept_alive": Prediction("the bytes one stored state keeps allocated", 0.02, lambda m, frame, state: {
+        state: "that is the stored state's own bytes; a slice is a view, which owns none: it reads the bytes of the "
+               f"array it was sliced from, and that array stays allocated as long as the view is held ({_RECIPE})",
+        frame: "that is the raw frame; the mean over the colour axis makes a new array, so nothing stored reads the "
+               f"frame's bytes: follow the recipe to the last step that makes a new array ({_RECIPE})",
+        frame // 3 * 8: "that is the gray mean at 8 bytes a pixel, float64; the cast to uint8 comes before the "
+                        f"slice and makes a new array of one byte a pixel, and the float array is freed ({_RECIPE})",
+        m + state: "a view owns no bytes: the stored state adds none to the array whose bytes it reads; count "
+                   f"that array once ({_RECIPE})"},
+        "follow the recipe step by step: which steps make a new array, which make a view of the one before, and "
+        f"which arrays are still referenced once the state is stored ({_RECIPE})"),
     "01b.page_rss": Prediction("the MB of RSS growth, a 1 written every 10,000 bytes", 0.02, _page_rss_mistakes,
                                "count the writes, then the pages they touch (how far apart two writes are, against "
                                "a page's size), and what RSS counts for each page (section 3, the first paragraph)"),
+    "00.top_rung_gb": Prediction("the GB of 1M top-rung transitions", 0.01, _top_rung_mistakes,
+                                 "work out the bytes of one raw screen (section 5), then of a stack of 4, then of a "
+                                 "transition that keeps s and s' apart (the exercise), then of a million"),
 })
 
 
@@ -488,10 +521,9 @@ QUESTIONS.update({
                                    {"b": "a time limit keeps the future term only while nothing else cuts the target: "
                                          "in this step a life is lost too, and the course counts a lost life as "
                                          "`done` (section 6, *DQN in one page*, the lost-life case)",
-                                    "c": "section 6's lost-life row comes to 0 because that step scored nothing; "
-                                         "`done` drops only the future term, and the reward this step scored in its "
-                                         "4 frames stays in the target, clipped to its sign (section 4, frame skip; "
-                                         "section 6, *DQN in one page*, the TD target)"}),
+                                    "c": "the 10 points stay in the score, but learning sees the reward clipped "
+                                         "to its sign: r is −1, 0 or +1 whatever the points (section 6, *DQN in one "
+                                         "page*, the clipping of the TD target's reward)"}),
     "01.killed_scaling": ("b", "the baseline is in RAM on either machine, paid once: all the added RAM goes to "
                                "transitions, so the process lives twice your steps plus the baseline's worth of "
                                "steps (the baseline over the bytes per step)",
@@ -511,6 +543,15 @@ QUESTIONS.update({
                              "c": "written pages of a mapped file stay in RAM, in the OS's page cache, until it needs "
                                   "the room, and RSS counts them; tracemalloc would miss them even there: who "
                                   "provides those bytes? (section 2)"}),
+    "01b.refill_rss": ("b", "the 105 × 80 states are small blocks, below glibc's mmap threshold: freed, they stay in "
+                            "the allocator's heap, and the refill reuses them without asking the OS for pages, so RSS "
+                            "barely moves while tracemalloc counts the same bytes as in round 1",
+                       {"a": "that is what a process that calls malloc_trim after each free shows; freed with del "
+                             "alone, small blocks stay with the C allocator, and the refill reuses them (section 1, "
+                             "the allocator keeps freed memory, and its mmap threshold)",
+                        "c": "a refill asks for as many bytes as the first fill, no more, and the allocator still "
+                             "holds the blocks the first fill freed: does it need the OS at all? (section 1, the "
+                             "allocator keeps freed memory)"}),
 })
 
 
