@@ -419,8 +419,10 @@ def test_prediction_forgot_factor_near_one_matches_only_close_by():
 # Each named prediction with a measurement and inputs like its notebook's (data/executions.json keeps the answers).
 PREDICTION_EXAMPLES = {
     "01.predict_calls": (61, {"batch": 32, "ending": 3}), "01b.page_rss": (81.92, {}),
+    "01.kept_alive": (33_600, {"frame": 100_800, "state": 8_400}),
     "02.ball_at_42": (46, {"gray": 110, "pixels": 8}),
-    "03.batch_over_255": (7_225_344, {}), "04.frames_stored": (55, {}), "05.deque_bytes": (56_957, {}),
+    "03.batch_over_255": (7_225_344, {}), "03.transitions_in_ram": (390_633, {}),
+    "04.frames_stored": (55, {}), "05.deque_bytes": (1.98, {}),
     "06.step_calls": (65, {}), "06.reward_half_life": (69, {}), "06b.blog_factor": (5.35, {}),
     "07.random_share": (0.109, {}),
     "07b.state_at_10m": (5.543, {"at_100k": 0.0821, "at_1m": 0.5785}), "08.walk_nodes": (18, {}),
