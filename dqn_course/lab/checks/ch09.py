@@ -466,8 +466,8 @@ QUESTIONS.update({
                           "160 × 12 / 70.6 ≈ 27 frames of a batch are found in RAM, and most are read from the SSD, "
                           "near section 3's cold line, not its warm one",
                      {"a": "a file's pages stay in the page cache while there is room, not for as long as the file is "
-                           "mapped: how much of this file can 12 GB hold? (the memory-mapped file and the page cache, "
-                           "above section 1, and section 4, *RAM is counted where it is*)",
+                           "mapped: how much of this file can 12 GB hold? (section 3, *The disk store*, where the page "
+                           "cache is defined, and its point *RAM is counted where it is*)",
                       "b": "the pages read most recently are the ones kept, but a uniform draw is as likely to pick "
                            "any other page of the file next: what share of the file is cached at any moment? "
                            "(section 4, warm and cold reads)"}),
