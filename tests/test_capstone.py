@@ -610,6 +610,16 @@ def test_learner_rule_and_loop_take_the_learners_own_only_once_it_passes(capsys)
     assert diagnostics.learner_loop(mine) is mine and "your loop" in capsys.readouterr().out
 
 
+def test_whose_rule_names_the_library_pieces_a_long_run_borrows(capsys):
+    from dqn_course.agent import td_loss, td_targets
+    from dqn_course.train import linear_epsilon
+
+    assert "library's td_targets, epsilon_schedule (" in diagnostics.whose_rule((td_targets, own_td_loss,
+                                                                                  linear_epsilon))
+    assert "your rule and schedule" in diagnostics.whose_rule((own_td_loss, own_td_loss, own_td_loss))
+    assert "library's td_loss (" in diagnostics.whose_rule((own_td_loss, td_loss, own_td_loss))
+
+
 def test_the_gallery_plots_a_labelled_run_beside_the_working_one_without_naming_its_mistake(tmp_path):
     assert capstone_gallery.plot_beside_working("A", data_dir=tmp_path) is None  # nothing recorded there
     for folder in (tmp_path / "capstone-seed1", tmp_path / "capstone-gallery" / "lr-100x"):

@@ -193,6 +193,22 @@ def learner_rule(td_targets: Callable | None = None, td_loss: Callable | None = 
     return tuple(chosen)
 
 
+def whose_rule(rule: tuple) -> str:
+    """One line on ``rule`` (``learner_rule``'s tuple), for notebook 07c's long run and its gate: all the learner's,
+    or which of its functions are the library's, so that a verdict on a run trained with it says what it judged."""
+    from dqn_course.agent import td_loss as library_loss
+    from dqn_course.agent import td_targets as library_targets
+    from dqn_course.train import linear_epsilon
+
+    names = ("td_targets", "td_loss", "epsilon_schedule")
+    borrowed = [name for name, fn, library in zip(names, rule, (library_targets, library_loss, linear_epsilon))
+                if fn is library]
+    if not borrowed:
+        return "the long run trains with your rule and schedule: a verdict judges your loop and your pieces"
+    return (f"the long run trains with the library's {', '.join(borrowed)} (section 3: yours had not passed): "
+            "a verdict judges your loop, not those pieces")
+
+
 def learner_loop(my_dqn: Callable | None) -> Callable:
     """The learner's loop when it passes ``checks.check_capstone_loop`` (run quietly), else the worked loop
     (``capstone_solution.dqn_loop``); prints which (notebook 07c)."""
