@@ -111,15 +111,16 @@ def _summary_cells(next_stack, capsys) -> str:
 
 @pytest.mark.parametrize("answer", [lambda s, x: None, WRONG_NEXT_STACK["newest first"][0], as_course_code(next_stack)],
                          ids=["None", "wrong", "course code"])
-def test_notebook_00_summary_prints_no_figure_until_the_learners_next_stack_passes(answer, capsys):
-    """The top rung's bytes and its RAM verdict come from the learner's function only: no figure before it passes."""
+def test_notebook_00_top_rung_says_a_copy_built_s_prime_until_the_learners_next_stack_passes(answer, capsys):
+    """The prediction's answer cell measures in any case (the committed run has none), and says who built s'."""
     out = _summary_cells(answer, capsys)
-    assert "not computed yet" in out and "806" not in out and "GB" not in out
+    assert "s' built by a copy (your next_stack has not passed its check yet) | 1M, measured: 806.4 GB" in out
+    assert "your next_stack |" not in out
 
 
 def test_notebook_00_summary_prints_the_top_rung_from_the_learners_next_stack(capsys):
     out = _summary_cells(next_stack, capsys)
-    assert "806,400 bytes, s' built by your next_stack | 1M: 806.4 GB" in out
+    assert "806,400 bytes, s' built by your next_stack | 1M, measured: 806.4 GB" in out
     assert out.count("806.4 GB") == 1 and "available now" in out  # one home for the figure: the ladder line
 
 

@@ -100,7 +100,7 @@ def check_next_stack(next_stack) -> bool | None:
                 "s': return an array of its own")
             state = got
     return _passed("next_stack builds s' right, on raw screens and on gray frames, as a new array, and leaves s "
-                   "alone; the cells under *Summary* build a top-rung transition with it and print its bytes")
+                   "alone; the cells under *How heavy is the top rung?* build a top-rung transition with it")
 
 
 def next_stack_passes(next_stack: Callable) -> bool:
