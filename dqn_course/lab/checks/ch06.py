@@ -458,6 +458,17 @@ PREDICTIONS.update({
         "count the forward passes of one learn(): for the targets, one per transition for each network the loop runs "
         "(section 1's hook counts; with Double DQN both networks, section 3), then Q(s, a) of the batch's states "
         "(section 4, Whole learning steps)"),
+    "06b.top_factor": Prediction("the factor from a million transitions on the top rung to a million on the bottom "
+                                 "rung", 0.1, lambda m: {
+        403_200 / 7_072: "the top rung stores s and s' as two separate 4-stacks, 8 frames per transition, while the "
+                         "bottom rung writes one frame per step (notebook 00, and notebook 04)",
+        268_800 / 7_072: "the top rung keeps the raw screens in colour, three bytes per pixel, not gray ones (notebook "
+                         "00)",
+        806_400 / 28_224: "the bottom rung stores one frame per step, not a 4-stack: its stacks are rebuilt from the "
+                          "frames around each index when a batch is sampled (notebook 04)"},
+        "work out each rung's bytes per transition: the top rung's frames per transition and the bytes of one raw "
+        "screen (notebook 00), the bottom rung's one 84 × 84 frame and its slot's bookkeeping (notebook 04); at a "
+        "million transitions the cost a fill pays once hardly counts"),
     "06b.blog_factor": Prediction("the factor from the blog agent's bytes per step to the bottom rung's", 0.2,
                                   lambda m: {
         8_400 / 7_072: "the blog stores a 105 × 80 state, but it is a view that keeps the whole 210 × 160 gray image "
