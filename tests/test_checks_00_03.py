@@ -501,7 +501,7 @@ def test_scaled_net_leaves_the_random_state_alone():
 
 def test_notebook_03_solution_cell_passes_its_checks():
     out = run_solutions("03_dtypes", {"np": np, "checks": checks, "torch": torch, "nn": torch.nn})
-    assert out.count("✓") == 5 and "Not answered yet" not in out
+    assert out.count("✓") == 6 and "Not answered yet" not in out
 
 
 # --- dqn_course.lab.frames, which the checks and notebooks 02-03 rely on -------------------------

@@ -301,6 +301,7 @@ def check_scaled_net(net_class) -> bool | None:
 
 
 _FLOAT64 = "section 4, *The float64 trap*"
+_MILLION = "section 2, *A million transitions, on this machine*"
 
 
 PREDICTIONS.update({
@@ -328,6 +329,18 @@ PREDICTIONS.update({
         8 * m: "that is bits; count bytes, as nbytes does (section 1, *One state, four dtypes*)"},
         f"the pixels of the batch times the bytes of the float NumPy picks when it divides integers (section 1, "
         f"*One state, four dtypes*; {_FLOAT64})"),
+    "03.transitions_in_ram": Prediction(
+        "how many uint8 transitions, s and s' as separate copies, fit in 90% of the RAM available", 0.03, lambda m: {
+            m / 0.9: f"that fills all the available RAM; the memory gets 90% of it, the rest is headroom ({_MILLION})",
+            2 * m: f"a transition stores two states, s and s', as separate copies ({_MILLION})",
+            2 * m / 0.9: f"a transition stores two states, s and s', and the memory gets 90% of the RAM ({_MILLION})",
+            4 * m: "a state is a stack of 4 frames, not one (section 1, *One state, four dtypes*)",
+            m / 4: "that is 4 bytes a pixel (float32); the memory stores uint8 pixels, 1 byte each (section 1, "
+                   "*One state, four dtypes*)",
+            m / 8: "that is 8 bytes a pixel, or bits; the memory stores uint8 pixels, 1 byte each, and the RAM is "
+                   "counted in bytes (section 1, *One state, four dtypes*)"},
+        f"90% of the available RAM divided by the bytes of one transition: two 4-frame states of uint8 pixels "
+        f"(section 1, *One state, four dtypes*; {_MILLION})"),
 })
 
 
@@ -365,19 +378,16 @@ QUESTIONS.update({
                             "as a signed number, from -128 to 127, and the conversion to float keeps that number, not "
                             "the bits: which int8 value does the wrap-around of section 4, *Back into uint8: "
                             "truncation and wrap-around*, give 255?"}),
-    # 84 x 84 differences of two uint8 frames run from -255 to 255: 511 values, more than one byte's 256
-    "03.diff_dtype": ("c", "a difference of two frames runs from 0 - 255 = -255 to 255 - 0 = 255: 511 values, and one "
-                           "byte holds 256 (uint8: 0 to 255, int8: -128 to 127), so each 1-byte dtype wraps some of "
-                           "them around; int16 holds -32,768 to 32,767, all of them, at 2 bytes a pixel: "
-                           "4 × 84 × 84 × 2 = 56,448 bytes for the 4 differences of a state, twice its 28,224 bytes "
-                           "of frames",
-                      {"a": "a difference can be negative, where the pixel got darker, and uint8 holds 0 to 255 "
-                            "only: its arithmetic wraps around at 256 (section 4, *Back into uint8: truncation and "
-                            "wrap-around*), so a -1 would be stored, and read by the network, as 255; count the values "
-                            "a difference takes, against the 256 a byte holds",
-                       "b": "int8 has a sign, but it is still one byte, 256 values from -128 to 127; count the values "
-                            "a difference takes, from the darkest change to the brightest, against those 256 "
-                            "(section 4, *Back into uint8: truncation and wrap-around*, and Question 2's int8)"}),
+    # a per-pixel mean of 4 uint8 frames, 96 x 96, by NumPy's default: float64, 96 x 96 x 8 = 73,728 bytes
+    "03.mean_dtype": ("c", "the mean divides by 4, so NumPy makes floats, and with no dtype given it picks its "
+                           "default float, float64: 96 × 96 = 9,216 pixels × 8 bytes = 73,728 bytes per transition, "
+                           "8 times the 9,216 bytes of one uint8 frame of that camera; asking the mean for float32 "
+                           "halves it",
+                      {"a": "a mean of 4 integers need not be an integer, so NumPy does not keep uint8: it makes "
+                            "floats, of which type when no dtype is given? (section 4, *The float64 trap*)",
+                       "b": "float32 is PyTorch's default float, the last line of section 4's table; a mean of "
+                            "integers in NumPy with no dtype given takes NumPy's default (section 4, *The float64 "
+                            "trap*)"}),
 })
 
 
