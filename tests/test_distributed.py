@@ -22,7 +22,7 @@ from dqn_course.distributed import (Chunk, ClusterTooSmallError, DistConfig, Lea
                                     ReplayServer, RolloutWorker, check_cluster_fits, main, parse_command, run,
                                     weights_to_numpy, worker_epsilons)
 from dqn_course.envs import make_breakout
-from dqn_course.lab.scaling import add_ratios, best_rounds, verdict, worker_counts
+from dqn_course.lab.scaling import add_ratios, best_rounds, format_table, verdict, worker_counts
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = DistConfig(num_workers=1, total_steps=200, buffer_size=600, chunk=20, learning_starts=60, batch_size=8,
@@ -219,6 +219,15 @@ def test_scaling_verdict_names_where_workers_stop_helping():
                                                                                   (2, 950, 2), (4, 1000, 1)]
     add_ratios(rows)
     assert rows[1]["steps_vs_train"] == 5 and rows[1]["samples_per_step"] == pytest.approx(20 * 32 / 500)
+    # held at the single process's 8 samples per step (25 x 32 / 100), 20 updates/s feed 80 of ray's 500 steps/s
+    assert rows[0]["held_vs_train"] == pytest.approx(1) and rows[1]["held_steps_per_s"] == pytest.approx(80)
+    assert rows[1]["held_vs_train"] == pytest.approx(0.8)
+    rows[1]["env_steps_per_s"] = 60  # fewer steps than its updates could use: the steps bound it
+    add_ratios(rows)
+    assert rows[1]["held_steps_per_s"] == pytest.approx(60) and rows[1]["held_vs_train"] == pytest.approx(0.6)
+    assert "held vs train" in format_table([{**r, "learner_threads": 1} for r in rows])
+    rows[1]["env_steps_per_s"] = 500
+    add_ratios(rows)
     text = verdict(rows, cores=2)  # 1 -> 2 workers: 1.90x the steps but half the updates
     assert "1 -> 2 workers: 1.90x env steps/s, 0.50x updates/s" in text
     assert "stops helping at 2 workers" in text and "costs the learner 50%" in text

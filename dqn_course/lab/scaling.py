@@ -109,12 +109,21 @@ def best_rounds(rows: list[dict]) -> list[dict]:
 
 
 def add_ratios(rows: list[dict]) -> None:
-    """Each row over the single-process loop measured in this run, and the replay ratio (samples per step)."""
+    """Each row over the single-process loop measured in this run (``rows[0]``), its replay ratio (samples per step),
+    and the env steps/s it would keep at the single-process loop's samples per step (``held_steps_per_s``, over the
+    loop's as ``held_vs_train``): the smaller of its env steps/s and the steps its updates/s feed at that ratio.
+
+    The held figure assumes each side keeps its free-run speed; a rate limiter that makes one side wait can free
+    cores for the other, so a held run on a busy machine may beat it. It exists so that a layout is compared with
+    the single process at the same samples per step, not only at whatever ratio its free run drifted to."""
     base = rows[0]
+    base_samples_per_step = base["updates_per_s"] * BATCH / base["env_steps_per_s"]
     for r in rows:
         r["steps_vs_train"] = r["env_steps_per_s"] / base["env_steps_per_s"]
         r["updates_vs_train"] = r["updates_per_s"] / base["updates_per_s"]
         r["samples_per_step"] = r["updates_per_s"] * BATCH / r["env_steps_per_s"]
+        r["held_steps_per_s"] = min(r["env_steps_per_s"], r["updates_per_s"] * BATCH / base_samples_per_step)
+        r["held_vs_train"] = r["held_steps_per_s"] / base["env_steps_per_s"]
 
 
 def steps_up(rows: list[dict]) -> list[tuple[int, int, float, float]]:
@@ -174,13 +183,15 @@ def _processes(workers: int, cores: int) -> str:
 
 
 def format_table(rows: list[dict]) -> str:
+    """The rows ``add_ratios`` completed, one line each under a header: rates, ratios to the single-process loop,
+    samples per step, the held comparison and the learner's threads."""
     head = (f"{'layout':<24} {'workers':>7} {'env steps/s':>12} {'updates/s':>10} {'steps/s vs train':>17} "
-            f"{'updates/s vs train':>19} {'samples/step':>13} {'learner threads':>16}")
+            f"{'updates/s vs train':>19} {'samples/step':>13} {'held vs train':>14} {'learner threads':>16}")
     out = [head, "-" * len(head)]
     for r in rows:
         out.append(f"{r['layout']:<24} {r['workers']:>7} {r['env_steps_per_s']:>12,.0f} {r['updates_per_s']:>10,.1f} "
                    f"{r['steps_vs_train']:>16.2f}x {r['updates_vs_train']:>18.2f}x {r['samples_per_step']:>13.1f} "
-                   f"{r['learner_threads']:>16}")
+                   f"{r['held_vs_train']:>13.2f}x {r['learner_threads']:>16}")
     return "\n".join(out)
 
 

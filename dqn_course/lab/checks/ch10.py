@@ -1,11 +1,13 @@
-"""Notebook 10 (scaling out with Ray): its exercise (a rate limiter that holds samples per step) and questions.
+"""Notebook 10 (scaling out with Ray): its exercise (a rate limiter that holds samples per step), its prediction (the
+Ray learner's updates/s) and questions.
 """
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
 from dqn_course.contracts import check_module
-from dqn_course.lab.checks.core import (QUESTIONS, _call_learner, _not_answered_yet, _passed, _require_learners_code)
+from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _not_answered_yet, _passed,
+                                        _require_learners_code)
 
 _LIMITER = "section 4, *Holding the ratio: a rate limiter*"
 _RATIO = "*The shape*, samples per step"
@@ -211,6 +213,29 @@ def check_rate_limiter(limiter_class: Any) -> bool | None:
     return _passed(f"{len(LIMITER_CASES)} simulated runs, a fast worker and a fast learner for each of 3 targets: "
                    "no sample before the minimum, the samples drawn within the tolerance of the target all along, "
                    "no deadlock, and the slower side at its own pace")
+
+
+def _ray_updates_mistakes(measured: float, steps_vs_train: float) -> dict[float, str]:
+    """The likely wrong predictions of the Ray learner's updates/s over the single process's: the workers' gain
+    taken for the learner's, and, where the learner was the slow side (``measured`` below 2), the 4 agent steps of
+    waiting taken for what the single process lost."""
+    wrong = {steps_vs_train: "that is what Ray does to env steps/s, the workers' side; the learner's updates/s are set "
+                             "by the compute each update gets (section 4, *Reading the table*, learner threads)"}
+    if measured < 2:
+        wrong[4.0] = ("the single process waited for 4 agent steps per update, but on this machine a gradient step "
+                      "costs far more than 4 emulator steps, so not waiting for them frees little (section 4, the "
+                      "layouts, and *Reading the table*, learner threads)")
+    return wrong
+
+
+PREDICTIONS.update({
+    "10.ray_updates": Prediction(
+        "the learner's updates/s with Ray and 1 worker, as a multiple of the single-process loop's", 0.3,
+        _ray_updates_mistakes,
+        "an update's speed is its compute: which cores and threads does the Ray learner get, beside the worker and "
+        "the replay actor, where the single process had them all between its 4 steps? (section 4, *Reading the "
+        "table*, learner threads)"),
+})
 
 
 QUESTIONS.update({
