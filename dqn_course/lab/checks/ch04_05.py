@@ -16,9 +16,6 @@ _STACK_LIFE = f"too few frames stored again at each lost life: count the frames 
               f"padding cannot rebuild ({_LIFE})"
 
 
-_STACK84 = 4 * 84 * 84  # notebook 05's prediction: a 4-stack of 84x84 frames, copied twice per row
-
-
 _HEAD = "the opening of notebook 05: the *write head* goes back to slot 0 after the last slot"
 
 
@@ -382,20 +379,18 @@ PREDICTIONS.update({
         "count each game's frames (one per transition, plus its last next-state frame: section 1) and, at each lost "
         "life, the frames of the state after it that padding cannot rebuild from its first frame (section 3, "
         f"*Episode starts: padding*, and {_LIFE})"),
-    # nbytes is a count, the same on every run: 0.1% leaves room for the deque's own size spread over its rows only
-    "05.deque_bytes": Prediction("the bytes per transition of a deque that copies both stacks", 0.001, lambda m: {
-        2 * _STACK84: "that is the pixels alone (or a ring of s and s' stacks, with its 14 bytes a slot): each row "
-                      "also keeps the Python objects section 1 priced, and now one array header per stack (section 1, "
-                      "the pieces of a row)",
-        m - _STACK84: "with copies, a row's next state is no longer the next row's state: every row keeps two stacks "
-                      "of its own (section 1, the first paragraph, and what copying changes)",
-        m - 144 - 2 * 28: "a row now keeps two arrays of its own, so two array headers, where section 1's pieces "
-                          "count one; and nbytes counts every piece of the row, shared by CPython or not (section 1, "
-                          "the pieces of a row and how nbytes counts them)",
-        m - 2 * _STACK84 + 2 * 84 * 84: "a deque row keeps whole stacks, four frames each: one new frame per step is "
-                                        "the frame-sharing ring's way (notebook 04)"},
-        "a row now keeps two stacks of its own, s and s', each with its array header, plus the Python objects "
-        "section 1 priced, piece by piece, that nbytes counts"),
+    # a ratio of two byte counts: 3% forgives the Python objects (a few hundred bytes a row, beside 28,224 bytes of
+    # pixels a stack) and each episode's first stack, so it asks only how many stacks a row keeps of its own
+    "05.deque_bytes": Prediction("the copying deque's bytes per transition over the sharing "
+                                 "deque's", 0.03, lambda m: {
+        m / 2: "copying changed nothing? With copies, a row's next state is no longer the next row's state: every "
+               "row keeps stacks of its own (section 1, the first paragraph, and what copying changes)",
+        1 / m: "that is the sharing deque over the copying one: the question asks the copying deque's bytes per "
+               "transition over the sharing deque's",
+        4 * m: "that sets the copying deque against one frame per transition, notebook 04's frame-sharing ring; the "
+               "deque of section 1 already keeps a whole stack per row (section 1, the first paragraph)"},
+        "count the stacks each row keeps of its own in either deque (section 1: a row that shares s' keeps one), "
+        "then set the two against each other; the Python objects are a small share of either"),
 })
 
 
