@@ -622,11 +622,13 @@ def test_whose_rule_names_the_library_pieces_a_long_run_borrows(capsys):
 
 def test_the_gallery_plots_a_labelled_run_beside_the_working_one_without_naming_its_mistake(tmp_path):
     assert capstone_gallery.plot_beside_working("A", data_dir=tmp_path) is None  # nothing recorded there
+    assert capstone_gallery.recorded_log("A", data_dir=tmp_path) is None
     for folder in (tmp_path / "capstone-seed1", tmp_path / "capstone-gallery" / "lr-100x"):
         folder.mkdir(parents=True)
         (folder / "log.csv").write_text(",".join(LOG_FIELDS) + "\n" + "\n".join(
             f"{s},1.0,100,0.01,0.5,0.1,0.5,{s},500,100" for s in (30_000, 60_000)) + "\n")
     assert capstone_gallery.recorded_steps(tmp_path / "capstone-gallery" / "lr-100x") == 60_000  # its log
+    assert list(capstone_gallery.recorded_log("A", data_dir=tmp_path)["step"]) == [30_000, 60_000]
     (tmp_path / "capstone-gallery" / "lr-100x" / "eval.csv").write_text(
         "step,mean_return,std_return,episodes\n50000,1.0,0.5,10\n")
     assert capstone_gallery.recorded_steps(tmp_path / "capstone-gallery" / "lr-100x") == 50_000  # its last evaluation
@@ -639,6 +641,8 @@ def test_the_gallery_plots_a_labelled_run_beside_the_working_one_without_naming_
     assert max(first_panel.get_xdata()) <= 50_000  # the working run cut at the gallery's length
     with pytest.raises(ValueError, match="label"):
         capstone_gallery.plot_beside_working("D", data_dir=tmp_path)
+    with pytest.raises(ValueError, match="label"):
+        capstone_gallery.recorded_log("D", data_dir=tmp_path)
 
 
 @pytest.mark.parametrize("plant, expected", [

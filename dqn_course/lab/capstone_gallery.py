@@ -78,6 +78,17 @@ def recorded_steps(run: str | Path) -> int:
     return int(log["step"][-1])
 
 
+def recorded_log(label: str, data_dir: str | Path | None = None) -> dict | None:
+    """The ``log.csv`` columns (``playback.read_log``) of the recording shown as ``label`` ("A", "B" or "C"), None
+    while it is missing; like the plots, it names no mistake. Raises ValueError for another label."""
+    from dqn_course.lab.playback import DATA_DIR, read_log
+
+    if label not in GALLERY_ORDER:
+        raise ValueError(f"label must be one of {', '.join(GALLERY_ORDER)}, got {label!r}")
+    log = (Path(data_dir) if data_dir is not None else DATA_DIR) / GALLERY_FOLDER / GALLERY_ORDER[label] / "log.csv"
+    return read_log(log) if log.is_file() else None
+
+
 def plot_beside_working(label: str, data_dir: str | Path | None = None, steps: int | None = None):
     """The recorded run shown as ``label`` ("A", "B" or "C") beside the working run's first ``steps`` agent steps
     (``diagnostics.plot_diagnostics``; by default as many as the recording played, ``recorded_steps``), titled by its

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from dqn_course.contracts import Count, check_module
-from dqn_course.lab.checks.core import (QUESTIONS, _call_learner, _not_answered_yet, _passed,
-                                        _require_learners_code)
+from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _not_answered_yet,
+                                        _passed, _require_learners_code)
 
 
 def check_capstone(run: str | Path | None, games: Count = 30) -> bool | None:
@@ -415,12 +415,45 @@ def capstone_pieces() -> tuple:
     return make_breakout, NatureCNN, FrameSharingMemory, to_tensors, Run, pick_device
 
 
+_SLOT = "one slot of the course's memory keeps one 84 x 84 frame of uint8 (notebooks 02 to 05)"
+_FILLS = "RAM comes page by page as frames are first written there, section 9, *the dotted RSS line*"
+
+PREDICTIONS.update({
+    # Run C's RSS rise, from its first logged game to its highest: the ring's 100,000 slots x 7,056 bytes of frames
+    # (0.706 GB), given page by page as they are first written, plus what learning allocates (Adam's moments, the
+    # batches): within 12%. The mistakes are made of section 1's settings and the frame printed in section 2.
+    "07c.rss_rise": Prediction(
+        "run C's RSS rise, from its first game to its highest, in GB", 0.12, lambda m: {
+            100_000 * 4 * 7_056 / 1e9: f"a slot does not keep the stack of 4, nor float32 pixels: {_SLOT}; the "
+                                       "stack is read from the slots before it",
+            100_000 * 2 * 7_056 / 1e9: "a transition's next state is the next slot's frame, not a second copy: "
+                                       f"{_SLOT}",
+            150_000 * 7_056 / 1e9: "the ring holds buffer_size slots; once it is full a new frame overwrites the "
+                                   f"oldest, in a page already given: {_FILLS}",
+            50_000 * 7_056 / 1e9: f"run C was recorded past the step at which its ring is full, so every slot has "
+                                  f"been written: {_FILLS}",
+            100_000 * 7_056 / 2**30: "that is in GiB (2^30 bytes); the answer is in GB (10^9 bytes)",
+            100_000 * 7_056 / 1e6: "that is in MB; the answer is in GB (10^9 bytes)",
+            100_000 * 7_056 * 8 / 1e9: f"pixels are uint8, one byte each, not float64: {_SLOT}",
+            100_000 * 210 * 160 * 3 / 1e9: "the memory keeps the downsampled gray frame (notebook 02), not the "
+                                           "emulator's colour screen"},
+        f"RSS grows by the pages of the ring as its frames are first written, until every slot holds one: {_SLOT}, "
+        "and section 1 gives the number of slots; what learning allocates beside it is small"),
+})
+
+
 QUESTIONS.update({
-    "07c.run_a": ("b", "a learning rate 100x too large: each step overshoots, so the loss, the gradient norm and "
-                       "max-Q jump far from the working run's within the first updates",
-                  {"a": "compare how soon this run departs from the working run, and in which panels (notebook 07, "
-                        "section 5)",
-                   "c": "look at the ε panel: it follows the working run's line (notebook 07, section 5)"}),
+    "07c.clip_lr": ("b", "clipping shrinks every gradient by a factor, and Adam moves each weight by a running "
+                         "average of its gradient over the square root of a running average of its square: the "
+                         "factor cancels, and each step stays about the learning rate. Clipping guards against one "
+                         "bad batch among normal ones; a learning rate 100x too large is cured only by the learning "
+                         "rate",
+                    {"a": "Adam's step is a ratio of two running averages of a weight's gradient (notebook 06, "
+                          "section 4, *Adam*): what does that ratio do when every gradient is shrunk by a similar "
+                          "factor?",
+                     "c": "clipping changes a gradient's length, never its direction (notebook 06, section 4, "
+                          "*Gradient-norm clipping*); and how does Adam's step depend on the length of the gradients "
+                          "it is given?"}),
     "07c.eps_by_updates": ("c", "an update comes once every train_every agent steps, and none before learning_starts: "
                                 "the update count is 0 for the first 20,000 steps, then grows at a quarter of the agent"
                                 " step's rate. The schedule, decaying over 100,000 of whatever count it is given, "
