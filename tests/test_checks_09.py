@@ -159,10 +159,48 @@ def zlib_decompress(payload, shape):
     return np.frombuffer(zlib.decompress(payload), np.uint8).reshape(shape).copy()
 
 
-@pytest.mark.parametrize("compress, decompress", [(lz4_compress, lz4_decompress), (zlib_compress, zlib_decompress)])
-def test_compressed_slot_right(compress, decompress, capsys):
-    assert checks.check_compressed_slot(compress, decompress) is True
+def lz4_gather(payloads, indices, shape):
+    return np.stack([lz4_decompress(payloads[i], shape) for i in indices])
+
+
+def zlib_gather(payloads, indices, shape):  # another way to fill a batch: into an array made first
+    batch = np.empty((len(indices), *shape), np.uint8)
+    for k, i in enumerate(indices):
+        batch[k] = zlib_decompress(payloads[i], shape)
+    return batch
+
+
+@pytest.mark.parametrize("compress, decompress, gather", [(lz4_compress, lz4_decompress, lz4_gather),
+                                                          (zlib_compress, zlib_decompress, zlib_gather)])
+def test_compressed_slot_right(compress, decompress, gather, capsys):
+    assert checks.check_compressed_slot(compress, decompress, gather) is True
     assert capsys.readouterr().out.startswith("✓")
+
+
+def gather_decompressing_all(payloads, indices, shape):
+    every = [lz4_decompress(p, shape) for p in payloads]
+    return np.stack([every[i] for i in indices])
+
+
+def gather_decompressing_the_written(payloads, indices, shape):
+    written = {i: lz4_decompress(payloads[i], shape) for i in range(len(payloads)) if payloads[i] is not None}
+    return np.stack([written[i] for i in indices])
+
+
+@pytest.mark.parametrize("gather, hint", [
+    (gather_decompressing_all, "slots the batch did not draw"),
+    (gather_decompressing_the_written, "slots the batch did not draw"),
+    (lambda payloads, indices, shape: [lz4_decompress(payloads[i], shape) for i in indices], "one numpy array"),
+    (lambda payloads, indices, shape: np.concatenate([lz4_decompress(payloads[i], shape) for i in indices]),
+     "the indices drawn first"),
+    (lambda payloads, indices, shape: lz4_gather(payloads, np.unique(indices), shape), "the indices drawn first"),
+    (lambda payloads, indices, shape: lz4_gather(payloads, indices[::-1], shape), "other frames than the slots"),
+    (lambda payloads, indices, shape: lz4_gather(payloads, indices, shape).astype(np.int16), "uint8 of shape"),
+    (lambda payloads, indices, shape: stores.CompressedFrames(1, shape)._decompress(payloads[0]), "write it yourself"),
+])
+def test_compressed_slot_gather_wrong(gather, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_compressed_slot(lz4_compress, lz4_decompress, gather)
 
 
 def course_codec_compress(frames):
@@ -259,4 +297,6 @@ def test_compressed_slot_unanswered(capsys):
     assert checks.check_compressed_slot(None, None) is None
     assert checks.check_compressed_slot(lz4_compress, None) is None
     assert checks.check_compressed_slot(lambda frames: None, lz4_decompress) is None
-    assert capsys.readouterr().out.count("Not answered yet") == 3
+    assert checks.check_compressed_slot(lz4_compress, lz4_decompress) is None  # gather not written yet
+    assert checks.check_compressed_slot(lz4_compress, lz4_decompress, lambda payloads, indices, shape: None) is None
+    assert capsys.readouterr().out.count("Not answered yet") == 5

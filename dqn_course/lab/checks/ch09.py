@@ -58,9 +58,71 @@ def _breakout_like(shape: tuple[int, ...]):
     return frames.reshape(shape)
 
 
-def check_compressed_slot(compress: Any, decompress: Any) -> bool | None:
+class _WatchedPayloads(list):
+    """A memory's payloads, one a slot (``None`` for a slot never written), that note which slots were read: a
+    batch reads the payloads of the slots it draws, one at a time, and walks over no others."""
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.read: set[int] = set()
+        self.walked = False
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            self.walked = True
+        else:
+            self.read.add(int(key) % len(self))
+        return super().__getitem__(key)
+
+    def __iter__(self):
+        self.walked = True
+        return super().__iter__()
+
+
+def _check_gather(gather: Any, pack: Any) -> bool:
+    """Raise ``AssertionError`` with a hint unless ``gather(payloads, indices, shape)`` decompresses only the drawn
+    slots' payloads into one uint8 batch equal to their frames (``pack`` makes a payload with the learner's code);
+    False while ``gather`` returns ``None`` (not written yet), True when right."""
+    import numpy as np
+
+    call = "gather(payloads, indices, shape)"
+    on_sample = (f"a compressed memory decompresses a slot when a batch draws it, and only then: the other slots' "
+                 f"payloads stay as they are, and a slot never written holds no payload at all ({_SLOT})")
+    for slots, drawn, what in ((_breakout_like((6, 84, 84)), [4, 1, 4, 0], "slots of one frame (84, 84)"),
+                               (_breakout_like((3, 4, 84, 84)), [2, 2, 0], "slots of a stack (4, 84, 84)")):
+        shape = slots.shape[1:]
+        payloads = _WatchedPayloads([pack(frames.copy(), what) for frames in slots] + [None] * 3)
+        indices = np.array(drawn, dtype=np.int64)
+        try:
+            got = gather(payloads, indices, shape)
+        except Exception:  # noqa: BLE001 - reported as a hint below, or by _call_learner
+            got = None
+            crashed = True
+        else:
+            crashed = False
+        assert not payloads.walked and payloads.read <= set(drawn), (
+            f"gather read the payloads of slots the batch did not draw, for {what}: {on_sample}")
+        if crashed:
+            _call_learner(gather, (payloads, indices, shape), call)
+        if got is None:
+            return False
+        assert isinstance(got, np.ndarray), (
+            f"{call} returned {type(got).__name__} for {what}: a batch is one numpy array, a slot's frames per "
+            f"index drawn ({_SLOT})")
+        want = slots[indices]
+        assert got.dtype == np.uint8 and got.shape == want.shape, (
+            f"{call} returned {got.dtype} of shape {got.shape} for {what} and {len(drawn)} indices, where the batch "
+            f"is uint8 of shape {want.shape}: the indices drawn first, then the shape of one slot's frames ({_SLOT})")
+        assert np.array_equal(got, want), (
+            f"{call} returned other frames than the slots drawn, for {what}: entry k of the batch is the slot the "
+            f"k-th index names, decoded from that slot's own payload; a slot drawn twice appears twice ({_SLOT})")
+    return True
+
+
+def check_compressed_slot(compress: Any, decompress: Any, gather: Any = None) -> bool | None:
     """Notebook 09: ``compress(frames)`` turns a stored uint8 frame or frame stack into a ``bytes`` payload with a
-    library codec, and ``decompress(payload, shape)`` gives the frames back.
+    library codec, ``decompress(payload, shape)`` gives the frames back, and ``gather(payloads, indices, shape)``
+    makes a batch from a memory's payloads (a list, one a slot, ``None`` for a slot never written).
 
     Right when, for a Breakout-like stack (4, 84, 84), one frame (84, 84) and a stack of another size (2, 42, 42):
     the payload is ``bytes``, smaller than the frames' own bytes, and ``decompress`` returns a uint8 array of the
@@ -70,12 +132,16 @@ def check_compressed_slot(compress: Any, decompress: Any) -> bool | None:
     payload at least their own bytes less 16 (so a payload that names frames kept elsewhere, a short key into a
     dict, is refused) and each comes back from its own payload after all six were made; and a
     float32 or int64 stack is refused with ``TypeError`` or ``ValueError`` (a uint8 memory that took it would store
-    4 or 8 bytes a pixel and read back garbage). The course's own stores and codec functions, wrappers around them
-    and library functions are refused first (``_require_learners_code``). Raises ``AssertionError`` with a hint
-    naming the section; prints a note (no error) while either answer, or what ``compress`` returns, is ``None``.
+    4 or 8 bytes a pixel and read back garbage). Then ``gather``, on slots of one frame and slots of a stack, each
+    with slots never written (``None``) and a slot drawn twice: it returns one uint8 array, the drawn slots' frames
+    in the order drawn, and reads the payloads of the drawn slots only (decompression on sample; a gather that walks
+    the whole list, or reads an undrawn slot, is refused). The course's own stores and codec functions, wrappers
+    around them and library functions are refused first (``_require_learners_code``). Raises ``AssertionError`` with
+    a hint naming the section; prints a note (no error) while an answer, or what ``compress`` returns, is ``None``.
     """
     write = f"a def of your own that calls a codec's functions ({_SLOT})"
-    for answer, call in ((compress, "compress(frames)"), (decompress, "decompress(payload, shape)")):
+    for answer, call in ((compress, "compress(frames)"), (decompress, "decompress(payload, shape)"),
+                         (gather, "gather(payloads, indices, shape)")):
         if answer is not None:  # the one already written is checked, even while the other is not
             _require_learners_code(answer, call, write)
     if compress is None or decompress is None:
@@ -157,8 +223,11 @@ def check_compressed_slot(compress: Any, decompress: Any) -> bool | None:
             f"compress(frames) accepted a {np.dtype(dtype).name} stack: a slot stores uint8 frames, and a "
             f"{np.dtype(dtype).name} one would take {np.dtype(dtype).itemsize} bytes a pixel and come back as "
             f"garbage; refuse any other dtype with a TypeError or ValueError (notebook 03; {_SLOT})")
+    if gather is None or not _check_gather(gather, pack):
+        return _not_answered_yet("compress and decompress are right; now write gather(payloads, indices, shape)")
     return _passed(f"frames come back bit for bit, as uint8 of the shape asked for; a Breakout-like stack of "
-                   f"{stack.nbytes:,} bytes shrinks to {len(payload):,}; float32 and int64 stacks are refused")
+                   f"{stack.nbytes:,} bytes shrinks to {len(payload):,}; float32 and int64 stacks are refused; a "
+                   f"batch decompresses only the slots it draws")
 
 
 def check_checkpoint_to_resume(checkpoint_to_resume: Any) -> bool | None:
