@@ -63,9 +63,10 @@ def _preprocess_hint(out, prev, last, size: int) -> str:
     for name, how in (("INTER_LINEAR", "bilinear"), ("INTER_NEAREST", "nearest-neighbour"),
                       ("INTER_CUBIC", "bicubic")):
         if close(shrink(pooled, getattr(cv2, name))):
-            return (f"that is a {how} resize: it samples a few screen pixels per frame pixel, and thin bricks or the "
-                    "ball can fall between them; the resize to use is area averaging, each frame pixel the mean of "
-                    f"all the screen pixels it covers ({_BY_HAND})")
+            also = " (DeepMind's own code resized bilinearly, *Further reading*)" if how == "bilinear" else ""
+            return (f"that is a {how} resize{also}: it samples a few screen pixels per frame pixel, and thin bricks "
+                    "or the ball can fall between them; the reference here is gymnasium's area averaging, each "
+                    f"frame pixel the mean of all the screen pixels it covers ({_BY_HAND})")
     return ("both screens in luminance gray, their pixel-wise maximum, then the whole screen shrunk to the size asked "
             f"by area averaging, without cropping ({_BY_HAND})")
 
