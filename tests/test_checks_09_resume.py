@@ -397,8 +397,8 @@ def test_atomic_save_unanswered(capsys):
 
 def test_pickle_vs_arrays_changes_one_thing_per_row(tmp_path):
     """Three rows: the deque pickled, the ring pickled (only the layout differs), the ring as raw arrays (only the
-    format differs). The two ring files hold the same arrays, so their sizes differ by framing only; the deque's
-    copies make its file several times larger; nothing is left in the folder."""
+    format differs), each timed as a median over rounds. The two ring files hold the same arrays, so their sizes
+    differ by framing only; the deque's copies make its file several times larger; nothing is left in the folder."""
     from dqn_course.lab.bench import play_frames
     from dqn_course.lab.resume_demo import pickle_vs_arrays
 
@@ -409,4 +409,7 @@ def test_pickle_vs_arrays_changes_one_thing_per_row(tmp_path):
     assert abs(raw["bytes"] - ring_pickle["bytes"]) < 0.01 * raw["bytes"]
     assert deque_pickle["bytes"] > 4 * ring_pickle["bytes"]
     assert all(r["seconds_save"] > 0 and r["seconds_load"] > 0 for r in rows)
+    assert raw["seconds_sha256"] > 0  # the hash its save and load compute, timed in the same rounds
     assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="rounds"):
+        pickle_vs_arrays(play_frames(100, seed=9), 200, tmp_path, rounds=0)

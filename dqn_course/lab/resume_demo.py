@@ -12,9 +12,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from dqn_course.contracts import check_module
+from dqn_course.contracts import Count, check_module
 from dqn_course.checkpoint import checkpoint_step, list_checkpoints, read_checkpoint, write_checkpoint
 from dqn_course.lab.bench import FramePool, fill, timeit
 from dqn_course.replay import FrameSharingMemory, NaiveDequeMemory
@@ -22,52 +23,60 @@ from dqn_course.replay import FrameSharingMemory, NaiveDequeMemory
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _timed(fn) -> float:
-    """Seconds of one call, not warmed up: one save or one load is what a checkpoint costs."""
-    return timeit({"once": fn}, min_seconds=0.0, rounds=1, warmup=False)["once"]["best_ms"] / 1e3
-
-
-def pickle_vs_arrays(pool: FramePool, n: int, folder: str | os.PathLike) -> list[dict]:
+def pickle_vs_arrays(pool: FramePool, n: int, folder: str | os.PathLike, rounds: Count = 5) -> list[dict]:
     """Save and load ``n`` transitions three ways, so that each pair of neighbours differs in one thing: the blog's
     deque pickled; the frame-sharing ring pickled (same format, another layout); the ring as the checkpoint's raw
     arrays (same layout, another format).
 
-    Returns one row per way, in that order: file bytes, save and load seconds (every save ends with ``fsync``, so
-    each reaches the disk). The files are deleted afterwards.
+    Returns one row per way, in that order: file bytes, and the median seconds of a save and of a load over
+    ``rounds`` rounds (``bench.timeit``: each round saves and loads every way in turn, so a burst of other work lands
+    on all alike; every save ends with ``fsync``, so each reaches the disk, and each load follows its own save, warm).
+    The raw row also has ``seconds_sha256``: the median time of the SHA-256 of as many bytes as its file, the hash
+    its save and its load each compute. The files are deleted afterwards. Raises ValueError for ``rounds`` below 1.
     """
+    import hashlib
+
     folder = Path(folder)
     obs_shape = (4, *pool.frames.shape[1:])
     deque_memory = NaiveDequeMemory(n, obs_shape, copy_states=True)  # s and s' preprocessed apart, as blogs do
     ring = FrameSharingMemory(n + n // 10, obs_shape)  # room for n transitions plus one frame per episode
     fill(deque_memory, pool, n)
     fill(ring, pool, n)
-    rows = []
 
-    def pickled(way: str, path: Path, content, load) -> dict:
+    def pickle_save(path: Path, content) -> Callable[[], None]:
         def save():  # flushed to disk like a checkpoint, so every timing includes the disk
             with open(path, "wb") as f:
                 pickle.dump(content, f, protocol=pickle.HIGHEST_PROTOCOL)
                 f.flush()
                 os.fsync(f.fileno())
+        return save
 
+    def pickle_load(path: Path, load) -> Callable[[], None]:
         def load_back():
             with open(path, "rb") as f:
                 load(pickle.load(f))
+        return load_back
 
-        row = {"way": way, "transitions": n, "seconds_save": _timed(save), "bytes": path.stat().st_size,
-               "seconds_load": _timed(load_back)}
+    deque_path, ring_path, raw_path = folder / "deque.pkl", folder / "ring.pkl", folder / "ring.ckpt"
+    ways = {"pickle of the deque of lists": (deque_path, pickle_save(deque_path, deque_memory.memory),
+                                             pickle_load(deque_path, lambda _: None)),
+            "pickle of the frame-sharing ring": (ring_path, pickle_save(ring_path, ring.state_dict()),
+                                                 pickle_load(ring_path, ring.load_state_dict)),
+            "frame-sharing ring as raw arrays": (raw_path, lambda: write_checkpoint(raw_path, ring.state_dict(), {}),
+                                                 lambda: ring.load_state_dict(read_checkpoint(raw_path)[0]))}
+    write_checkpoint(raw_path, ring.state_dict(), {})
+    payload = bytes(raw_path.stat().st_size)  # SHA-256 takes as long whatever the bytes hold
+    fns = {}
+    for way, (_, save, load) in ways.items():  # in each round a way's save comes right before its load
+        fns[way, "save"], fns[way, "load"] = save, load
+    fns["sha256"] = lambda: hashlib.sha256(payload).digest()
+    times = timeit(fns, min_seconds=0.0, rounds=rounds, warmup=False)
+    rows = [{"way": way, "transitions": n, "bytes": path.stat().st_size,
+             "seconds_save": times[way, "save"]["median_ms"] / 1e3,
+             "seconds_load": times[way, "load"]["median_ms"] / 1e3} for way, (path, _, _) in ways.items()]
+    rows[-1]["seconds_sha256"] = times["sha256"]["median_ms"] / 1e3
+    for path, _, _ in ways.values():
         path.unlink()
-        return row
-
-    rows.append(pickled("pickle of the deque of lists", folder / "deque.pkl", deque_memory.memory, lambda _: None))
-    rows.append(pickled("pickle of the frame-sharing ring", folder / "ring.pkl", ring.state_dict(),
-                        ring.load_state_dict))
-    path = folder / "ring.ckpt"
-    rows.append({"way": "frame-sharing ring as raw arrays", "transitions": n,
-                 "seconds_save": _timed(lambda: write_checkpoint(path, ring.state_dict(), {})),
-                 "bytes": path.stat().st_size,
-                 "seconds_load": _timed(lambda: ring.load_state_dict(read_checkpoint(path)[0]))})
-    path.unlink()
     return rows
 
 
