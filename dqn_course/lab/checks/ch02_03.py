@@ -156,8 +156,8 @@ def check_preprocess(preprocess) -> bool | None:
 
 
 _SCALE = "section 3, *Scale on the device, at learn time*"
-_LAYOUT = ("section 3 prints the layout the network takes, (batch, 4, 84, 84): the 4 frames of a state on the "
-           "channel axis, right after the batch axis")
+_LAYOUT = ("section 3 prints the layout the network takes, (batch, 4, 84, 84), and the exercise's first paragraph "
+           "explains it: the 4 frames of a state on the channel axis, right after the batch axis")
 _TO_FLOAT = (f"the body computes in float32: inside forward, the uint8 batch becomes float32 first, then is scaled "
              f"({_SCALE})")
 _CHANNELS_LAST = (f"the body got the frames channel-last, as the memory lays them out; its first layer reads the 4 "
