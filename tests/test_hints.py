@@ -61,7 +61,11 @@ CODE = {
 }
 
 
+MARKUP = re.compile(r"</?(?:details|summary)>")  # a collapsed block's HTML tags: page layout, not code to type
+
+
 def code_in(text: str) -> list[str]:
+    text = MARKUP.sub(" ", text)
     named = SIGNATURE.sub("f()", text)
     return [kind for kind, pattern in CODE.items() if pattern.search(text if kind.startswith("a library") or
                                                                       kind.startswith("a method") else named)]
