@@ -10,10 +10,10 @@ from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _cal
     _not_answered_yet, _passed, _require_learners_code)
 
 
-_DAMAGED = "section 3, *A damaged checkpoint*"
+_DAMAGED = "section 5, *A damaged checkpoint*"
 
 
-_ATOMIC = "section 1, the *Atomic* point"
+_ATOMIC = "section 3, the *Atomic* point"
 
 
 class SimulatedCrash(RuntimeError):
@@ -311,7 +311,7 @@ def check_checkpoint_to_resume(checkpoint_to_resume: Any) -> bool | None:
         os.utime(numbers / "state-900.ckpt", (2_000_000_000, 2_000_000_000))
         expect(numbers, "state-1000.ckpt", "a folder with the checkpoints of steps 900 and 1,000 (the older one "
                "touched last)", "the step is the number in the name: as text 900 sorts after 1000, and a file's "
-               "time says when it was copied or touched, not which step it holds (section 1, the *Atomic* point "
+               "time says when it was copied or touched, not which step it holds (section 3, the *Atomic* point "
                "names the files)")
 
         names = folders["names"]
@@ -548,11 +548,11 @@ QUESTIONS.update({
                                     "after it ends leaves whole files only, as a rename does at any moment",
                                {"a": "whole files are what a kill before the move or after it leaves here, and what "
                                      "a rename within one folder leaves at any moment: the question asks what only "
-                                     "this script can leave. A rename works only within one file system (section 1, "
+                                     "this script can leave. A rename works only within one file system (section 3, "
                                      "the *Atomic* point, says why the temporary file goes in the final file's "
                                      "folder): what must a move between two disks do instead?",
                                 "c": "a partial .tmp file in the run folder is what a save killed before its rename "
-                                     "leaves, the course's own included (section 1, the *Atomic* point), so a rename "
+                                     "leaves, the course's own included (section 3, the *Atomic* point), so a rename "
                                      "leaves it too, and this script's temporary file lies in /tmp. A move between "
                                      "file systems writes the bytes straight under the final name: what lies under "
                                      "that name while it writes?"}),
@@ -563,11 +563,11 @@ QUESTIONS.update({
                                       "built plus the rest of the run",
                                  {"a": "a memory fills one frame per step, but with prefault its pages are resident "
                                        "from the start, every one written once when the memory is built: how much of "
-                                       "it counts in RSS before the first step? (section 4, why its run turns prefault "
+                                       "it counts in RSS before the first step? (section 6, why its run turns prefault "
                                        "off, and notebook 05, section 3, *Fitting at the start is not fitting at the "
                                        "end*)",
                                   "c": "the watchdog compares the process's whole RSS with the budget, not what it "
-                                       "grew by: the memory's resident pages count like any other (section 4, the two "
+                                       "grew by: the memory's resident pages count like any other (section 6, the two "
                                        "numbers it looks at)"}),
 })
 
