@@ -393,7 +393,7 @@ def test_atomic_save_unanswered(capsys):
     assert capsys.readouterr().out.count("Not answered yet") == 2
 
 
-# -- notebook 09b, section 1: pickle against raw arrays, one difference at a time ---------------------------------
+# -- notebook 09b, section 2: pickle against raw arrays, one difference at a time ---------------------------------
 
 def test_pickle_vs_arrays_changes_one_thing_per_row(tmp_path):
     """Three rows: the deque pickled, the ring pickled (only the layout differs), the ring as raw arrays (only the
