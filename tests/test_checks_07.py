@@ -216,37 +216,81 @@ def test_solution_cell_passes_its_check():
 
 
 def test_07b_solution_cell_passes_its_checks():
-    """Notebook 07b's solution cell, run with the recorded rows and the 10M state file its answer cell works out."""
+    """Notebook 07b's solution cell, run with what the page holds there: a quick run of 3,000 steps whose last
+    stop line reported 1.5 MB of replay, and its newest state file (the fixed part, the frames without their
+    object headers, and the offsets the file stores in place of the list's pointers)."""
+    import dataclasses
+
     from _solutions import run_solutions
 
     from dqn_course.lab import colab
+    from dqn_course.train import PRESETS
 
-    sizes, _ = colab.recorded_state_sizes()
-    small, large = sizes["lz4", 100_000]["file_bytes"], sizes["lz4", 1_000_000]["file_bytes"]
-    replay_part = (large - small) / 900_000  # as the answer cell: bytes per transition
-    state_10m = (large - 1_000_000 * replay_part + 10_000_000 * replay_part) / 1e9
-    lz4_gb = {"at_100k": small / 1e9, "at_1m": large / 1e9}
-    out = run_solutions("07b_training_on_colab", {"checks": checks, "sizes": sizes, "state_10m": state_10m,
-                                                  "lz4_gb": lz4_gb, "Path": Path})
+    fixed = 26_978_880
+    said = ["stopped: 2,832 steps in 17 s (53 steps/s on cpu), 8 games, replay 1.4 MB; files in x\n",
+            "done: 3,000 steps (168 this session) in 5 s (35 steps/s on cpu), 8 games, replay 1.5 MB; files in x\n"]
+    state_mb = (fixed + 5_300 + 1_500_000 - 33 * 3_000) / 1e6  # + the rng states and counters, - the headers
+    out = run_solutions("07b_training_on_colab", {
+        "checks": checks, "colab": colab, "dataclasses": dataclasses, "PRESETS": PRESETS, "PRESET": "quick",
+        "SETTINGS": {"total_steps": 3_000}, "fixed_by_arithmetic": fixed, "said": said, "stops": [1_236, 3_000],
+        "state_mb": state_mb, "Path": Path})
     assert out.count("✓") == 4, out  # the prediction, two questions, resume_from
+
+
+def test_07b_state_file_prediction_hints():
+    """Each likely mistake about this run's state file gets its own hint, never the measured size."""
+    given = {"fixed_mb": 26.97888, "steps": 3_000, "capacity": 10_000}
+    measured = 28.42
+    assert checks.check_prediction_of("07b.state_file", 26.98 + 1.5 - 0.1, measured, **given) is True
+    for wrong, hint in ((26.98, "fixed part alone"), (1.44, "replay part alone"), (26.98 + 21.2, "replay kept raw"),
+                        (26.98 + 70.7, "a full raw memory"), (56.84, "two files")):
+        with pytest.raises(AssertionError, match=hint) as raised:
+            checks.check_prediction_of("07b.state_file", wrong, measured, **given)
+        assert "28.4" not in str(raised.value)
 
 
 # -- notebook 07b's exercise: the state file the next session carries on from ------------------------------------
 
 def resume_from_right(folder):
+    import hashlib
     from pathlib import Path
 
-    states = Path(folder).glob("state-*.ckpt")  # a folder not made yet holds nothing
-    return max(states, key=lambda path: int(path.stem.split("-")[1]), default=None)
+    def whole(path):  # the format ends a file with the SHA-256 of every byte before it
+        data = path.read_bytes()
+        return len(data) > 32 and hashlib.sha256(data[:-32]).digest() == data[-32:]
+
+    states = sorted(Path(folder).glob("state-*.ckpt"), key=lambda path: int(path.stem.split("-")[1]))
+    return next((path for path in reversed(states) if whole(path)), None)  # a folder not made yet holds nothing
 
 
 def resume_from_bare_name(folder):
+    import hashlib
     import os
 
     if not os.path.isdir(folder):
         return None
-    names = [n for n in os.listdir(folder) if n.startswith("state-") and n.endswith(".ckpt")]
-    return max(names, key=lambda n: int(n[6:-5]), default=None)  # a name in the folder passes too
+    names = sorted((n for n in os.listdir(folder) if n.startswith("state-") and n.endswith(".ckpt")),
+                   key=lambda n: int(n[6:-5]), reverse=True)
+    for name in names:
+        with open(os.path.join(folder, name), "rb") as f:
+            data = f.read()
+        if data[-32:] == hashlib.sha256(data[:-32]).digest() and len(data) > 32:
+            return name  # a name in the folder passes too
+    return None
+
+
+def resume_from_unverified(folder):
+    from pathlib import Path
+
+    states = Path(folder).glob("state-*.ckpt")  # the largest step, whole or not
+    return max(states, key=lambda path: int(path.stem.split("-")[1]), default=None)
+
+
+def resume_from_nonempty(folder):
+    from pathlib import Path
+
+    states = [p for p in Path(folder).glob("state-*.ckpt") if p.stat().st_size > 0]  # a half file passes this
+    return max(states, key=lambda path: int(path.stem.split("-")[1]), default=None)
 
 
 def resume_from_any_state_name(folder):
@@ -304,6 +348,8 @@ def test_resume_from_right(answer, capsys):
     (resume_from_policy_file, r"before its first save returned checkpoint\.pt.*policy of the last evaluation"),
     (resume_from_listdir, r"not made yet raised FileNotFoundError.*Hint: the first session finds no run folder"),
     (resume_from_gives_up_on_a_tmp, r"returned None, a new run, though state-0000001000\.ckpt is there"),
+    (resume_from_unverified, r"newest cut to half its bytes.*not whole: an upload cut short.*SHA-256"),
+    (resume_from_nonempty, r"newest cut to half its bytes.*returned state-0000001000\.ckpt.*not whole"),
 ])
 def test_resume_from_wrong(answer, hint):
     with pytest.raises(AssertionError, match=hint):

@@ -100,16 +100,20 @@ def _game_steps(run_dir: Path) -> list[int]:
     return [int(float(line.split(",", 1)[0])) for line in lines if "," in line]  # a line being written may lack one
 
 
-def run_session(command: list[str], cwd: str | Path = ".") -> int:
+def run_session(command: list[str], cwd: str | Path = ".", transcript: list[str] | None = None) -> int:
     """Run ``command`` in ``cwd``, showing its output (stdout and stderr, progress bar included) as it comes, and
-    return its exit status. Interrupting the cell stops the run the clean way: it gets SIGINT, saves its state
-    and exits, and the interrupt is raised again once it has."""
+    return its exit status; ``transcript``, a list, gets the output's text appended as it comes. Interrupting the
+    cell stops the run the clean way: it gets SIGINT, saves its state and exits, and the interrupt is raised again
+    once it has."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character may span two reads
 
     def show_output() -> None:
         for chunk in iter(lambda: proc.stdout.read1(4096), b""):
-            sys.stdout.write(decoder.decode(chunk))
+            text = decoder.decode(chunk)
+            sys.stdout.write(text)
             sys.stdout.flush()
+            if transcript is not None:
+                transcript.append(text)
 
     with subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
         try:
@@ -119,6 +123,18 @@ def run_session(command: list[str], cwd: str | Path = ".") -> int:
             show_output()
             raise
     return proc.returncode
+
+
+def reported_replay(transcript: list[str]) -> float | None:
+    """The bytes of replay memory the last ``stopped:`` or ``done:`` line in a session's output (``run_session``'s
+    ``transcript``) reports, read back from its decimal units (kB, MB, GB); None when no such line is there."""
+    import re
+
+    found = re.findall(r"^(?:stopped|done): .*?, replay ([0-9.,]+) (B|kB|MB|GB|TB);", "".join(transcript), re.MULTILINE)
+    if not found:
+        return None
+    value, unit = found[-1]
+    return float(value.replace(",", "")) * {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}[unit]
 
 
 PLAYERS = {"follow": "a scripted player that follows the ball", "random": "uniformly random actions"}

@@ -263,18 +263,31 @@ _RECONNECT = "section 4, *One cell to run after every reconnect*"
 _DRIVE = "section 1, *Where the run lives*"
 
 
+def _whole_state(path, step: int) -> None:
+    """A small training state in the course's checkpoint format, written as a run writes it (what the check's run
+    folders hold; a learner's test of a whole file then meets the real format)."""
+    import numpy as np
+
+    from dqn_course.checkpoint import write_checkpoint
+
+    write_checkpoint(path, {"weights": np.arange(256, dtype=np.float32) + step}, {"step": step})
+
+
 def check_resume_from(resume_from) -> bool | None:
     """Notebook 07b: ``resume_from(folder)``, the state file the next Colab session carries on from, or ``None``
     when it must start a new run.
 
-    Checked by behaviour, on run folders built in a temporary folder the way a run leaves them (file names and
-    contents only; nothing is trained): a first session's folder that does not exist yet and an empty one (``None``);
-    a folder with only ``log.csv``, ``eval.csv`` and ``checkpoint.pt``, the policy of an evaluation, not a training
-    state (``None``); two kept states beside a ``.tmp`` of a save cut short, newest by step (the state of the
-    largest step); the same with the older file touched last, as a copy or a Drive sync does (still the largest
-    step, not the newest time); and a ``.tmp`` alone (``None``). A ``str`` or a path passes. The course's code
-    (``checkpoint.list_checkpoints``, ``colab.latest_step`` ...) and any def that calls it are refused
-    (``_require_learners_code``). Raises ``AssertionError`` naming the case and the section that explains it.
+    Checked by behaviour, on run folders built in a temporary folder the way a run and Drive leave them (small
+    files in the course's checkpoint format; nothing is trained): a first session's folder that does not exist yet
+    and an empty one (``None``); a folder with only ``log.csv``, ``eval.csv`` and ``checkpoint.pt``, the policy of
+    an evaluation, not a training state (``None``); two kept states beside a ``.tmp`` of a save cut short, newest by
+    step (the state of the largest step); the same with the older file touched last, as a copy or a Drive sync
+    does (still the largest step, not the newest time); a ``.tmp`` alone (``None``); the newest state cut to half
+    its bytes, and the newest state empty, as an upload cut short leaves them on Drive (the older whole state: a
+    whole file ends with the SHA-256 of every byte before it, section 6); and an empty state alone (``None``). A
+    ``str`` or a path passes. The course's code (``checkpoint.list_checkpoints``, ``checkpoint.read_checkpoint``,
+    ``colab.latest_step`` ...) and any def that calls it are refused (``_require_learners_code``). Raises
+    ``AssertionError`` naming the case and the section that explains it.
     """
     if resume_from is None:
         return _not_answered_yet("write resume_from(folder)")
@@ -287,15 +300,29 @@ def check_resume_from(resume_from) -> bool | None:
     def state(step: int) -> str:
         return f"state-{step:010d}.ckpt"
 
-    def build(folder: Path, files: list[str], touched_last: str | None = None) -> Path:
+    def build(folder: Path, files: list[str], touched_last: str | None = None, cut: dict | None = None) -> Path:
+        """``files`` in ``folder``, each written after the one before; ``cut``: name -> the share of its bytes an
+        upload cut short left (0: an empty file)."""
         folder.mkdir(parents=True)
         for i, name in enumerate(files):
-            (folder / name).write_bytes(b"x" * (10 + i))
-            os.utime(folder / name, (1_000_000 + i, 1_000_000 + i))  # each file written after the one before
+            path = folder / name
+            if name.startswith("state-"):
+                _whole_state(path, 500 * (i + 1))
+                if name.endswith(".tmp") or (cut and name in cut):
+                    share = cut.get(name, 0.5) if cut else 0.5
+                    with open(path, "r+b") as f:
+                        f.truncate(int(path.stat().st_size * share))
+            else:
+                path.write_bytes(b"x" * (10 + i))
+            os.utime(path, (1_000_000 + i, 1_000_000 + i))  # each file written after the one before
         if touched_last:
             os.utime(folder / touched_last, (2_000_000, 2_000_000))
         return folder
 
+    cut_short = ("that state file is not whole: an upload cut short leaves a file shorter than the run wrote it, "
+                 "or empty, under its final name. A whole file ends with the SHA-256 of every byte before it; a "
+                 "file that fails that test cannot be resumed, so carry on from the newest state that passes "
+                 "(section 6, *A file cut short*)")
     with tempfile.TemporaryDirectory(prefix="dqn07b-check-") as tmp:
         root = Path(tmp)
         stopped = [state(500), state(1_000), "log.csv", "eval.csv", "checkpoint.pt"]
@@ -321,6 +348,14 @@ def check_resume_from(resume_from) -> bool | None:
             ("a folder holding only a save cut short", build(root / "tmp-only", [state(500) + ".tmp"]), None,
              {state(500) + ".tmp": "a .tmp file is a save cut short, never renamed: with no whole state, the session "
                                    "starts a new run (section 2)"}),
+            ("two kept states, the newest cut to half its bytes by an upload cut short",
+             build(root / "half", stopped, cut={state(1_000): 0.5}), state(500), {state(1_000): cut_short}),
+            ("two kept states, the newest left empty (0 bytes) by a failed upload",
+             build(root / "empty-newest", stopped, cut={state(1_000): 0}), state(500), {state(1_000): cut_short}),
+            ("a folder whose only state file is empty (0 bytes), its upload failed",
+             build(root / "empty-only", [state(500), "log.csv"], cut={state(500): 0}), None,
+             {state(500): "that state file is empty: with no whole state, the session starts a new run (section 6, "
+                          "*A file cut short*)"}),
         ]
         for what, folder, right, hints in cases:
             call = f"resume_from(folder) on {what}"
@@ -346,8 +381,9 @@ def check_resume_from(resume_from) -> bool | None:
             assert path.name == right and path.resolve().parent == folder.resolve(), (
                 f"{call} returned {path.name}, not {right}: "
                 + hints.get(path.name, f"carry on from the whole state file of the largest step ({_RECONNECT})"))
-    return _passed("resume_from finds the newest whole state by its step, leaves the policy file and a save cut "
-                   "short alone, and starts a new run when there is no state (or no folder) yet")
+    return _passed("resume_from finds the newest whole state by its step, leaves the policy file, a save cut short "
+                   "and a file an upload cut short alone, and starts a new run when there is no whole state (or no "
+                   "folder) yet")
 
 
 PREDICTIONS.update({
@@ -366,17 +402,19 @@ PREDICTIONS.update({
                                                f"breakout-cpu's decay lasts its own eps_fraction ({_SCHEDULE})"},
         "ε falls in a straight line over eps_fraction of the run, then holds eps_end: the share of random actions is "
         f"the mean of ε over all the run's steps ({_SCHEDULE})"),
-    "07b.state_at_10m": Prediction("one lz4 state file at 10,000,000 transitions, in GB", 0.03,
-                                   lambda m, at_100k, at_1m: {
-        10 * at_1m: "ten 1M files hold the fixed part ten times; a state file holds it once, at any size, and only "
-                    "its replay part grows with the transitions (section 2, *A state file, by arithmetic*)",
-        100 * at_100k: "a hundred 100k files hold the fixed part a hundred times; a state file holds it once, at any "
-                       "size (section 2, *A state file, by arithmetic*)",
-        at_1m - (at_1m - at_100k) / 0.9 + 10_000_000 * 7_072 / 1e9:
-            "that is the raw replay's 7,072 bytes a slot; an lz4 file's replay part is what lz4 made of the frames, "
-            "which the two lz4 rows give (section 2, *Reading the table*)"},
-        "a state file is a fixed part plus a replay part per transition: the two lz4 rows give both, then the file "
-        "at 10M holds the fixed part once and 10,000,000 transitions' replay part (section 2)"),
+    "07b.state_file": Prediction("the newest state file of this run, in MB", 0.02,
+                                 lambda m, fixed_mb, steps, capacity: {
+        fixed_mb: "that is the fixed part alone: the file also holds the replay memory, whose lz4-compressed frames "
+                  "and bookkeeping the last session's stop line reports as `replay` (section 4)",
+        m - fixed_mb: "that is the replay part alone: every state file also holds the fixed part, the two networks "
+                      "and Adam's two moments (section 2, *A state file, by arithmetic*)",
+        fixed_mb + steps * 7_072 / 1e6: "that is the replay kept raw, 7,072 bytes a slot; this run keeps its frames "
+                                        "lz4-compressed, and the file holds them as they are in RAM (section 2)",
+        fixed_mb + capacity * 7_072 / 1e6: "that is a full raw memory; the file holds the slots the run has written, "
+                                           "lz4-compressed, as the last stop line's `replay` reports them (section 2)",
+        2 * m: "that is two files: the question asks for one, the newest (section 2, the kept states)"},
+        "a state file is section 2's fixed part plus the replay memory as the run holds it, which the last session's "
+        "stop line reports as `replay` (sections 2 and 4)"),
 })
 
 
