@@ -427,6 +427,7 @@ PREDICTION_EXAMPLES = {
     "06b.blog_factor": (5.35, {}),
     "07.random_share": (0.109, {}),
     "07b.state_at_10m": (5.543, {"at_100k": 0.0821, "at_1m": 0.5785}), "08.walk_nodes": (18, {}),
+    "08.per_step_ratio": (1.09, {}),
     "09.noisy_ratio": (3.21, {"clean": 16.3}), "09b.checkpoint_mb": (380.6, {}),
 }
 

@@ -9,7 +9,7 @@ from scipy.stats import chisquare
 
 from dqn_course.lab import checks
 from dqn_course.lab.bench import calls_per_second
-from dqn_course.lab.per_demo import VectorReplay, filled_trees, interleaved_ms, run_cartpole
+from dqn_course.lab.per_demo import VectorReplay, filled_trees, interleaved_ms, interleaved_ratios, run_cartpole
 from dqn_course.lab.per_trees import PerItemSumTree, SumTree
 from dqn_course.lab.pictures_late import sum_tree_walk
 from dqn_course.per import CompiledSumTree, PrioritizedMemory
@@ -247,6 +247,21 @@ def test_interleaved_ms_takes_turns_and_reports_medians():
                          "fast": lambda: calls.append("fast")}, 0.05)
     assert calls[:4] == ["slow", "fast", "slow", "fast"] and calls.count("slow") == calls.count("fast")
     assert ms["slow"] >= 4.0  # the sleep guarantees this much; how fast "fast" runs depends on the machine
+
+
+def test_interleaved_ratios_take_turns_and_bracket_the_ratio():
+    import time
+
+    calls = []
+    r = interleaved_ratios({"fast": lambda: calls.append("fast"),
+                            "slow": lambda: (calls.append("slow"), time.sleep(0.004)),
+                            "fast again": lambda: calls.append("fast again")}, 0.05, reference="fast")
+    assert calls[:6] == ["fast", "slow", "fast again"] * 2 and calls.count("slow") == calls.count("fast")
+    assert r["fast"]["ratio"] == r["fast"]["low"] == r["fast"]["high"] == 1.0
+    assert r["slow"]["median_ms"] >= 4.0 and r["slow"]["low"] <= r["slow"]["ratio"] <= r["slow"]["high"]
+    assert r["slow"]["low"] > 1 and r["slow"]["rounds"] >= 3
+    with pytest.raises(KeyError, match="reference"):
+        interleaved_ratios({"fast": lambda: None}, 0.01, reference="slow")
 
 
 def test_vector_replay_uniform_and_prioritized():

@@ -43,6 +43,43 @@ def interleaved_ms(fns: dict, seconds: float) -> dict[str, float]:
     return {name: stats["median_ms"] for name, stats in timeit(fns, min_seconds=seconds, rounds=1).items()}
 
 
+def interleaved_ratios(fns: dict, seconds: float, reference: str, resamples: Count = 2_000, seed: int = 0) -> dict:
+    """Each function's median milliseconds per call and the ratio of its median to ``reference``'s, with a 95%
+    bootstrap interval for that ratio.
+
+    The functions are called in turn, one call each per round, in the order of ``fns`` (each called once first,
+    untimed), for at least ``seconds`` and at least 3 rounds, so a burst of other work lands on all of them alike.
+    The interval resamples whole rounds (a burst stretches the calls of one round together) ``resamples`` times and
+    takes the 2.5th and 97.5th percentiles of the ratio of medians: where the ratio could land if this timing were
+    repeated on this machine, so one A/A pair's luck is not mistaken for the noise floor.
+
+    Returns ``{name: {"median_ms", "ratio", "low", "high", "rounds"}}`` in the order of ``fns``; ``reference``'s
+    ratio is 1. Raises ``KeyError`` when ``reference`` is not a key of ``fns``.
+    """
+    if reference not in fns:
+        raise KeyError(f"reference {reference!r} is not one of the functions timed: {list(fns)}")
+    for fn in fns.values():
+        fn()
+    rounds: list[list[float]] = []
+    start = time.perf_counter()
+    while len(rounds) < 3 or time.perf_counter() - start < seconds:
+        row = []
+        for fn in fns.values():
+            t0 = time.perf_counter()
+            fn()
+            row.append(1e3 * (time.perf_counter() - t0))
+        rounds.append(row)
+    ms = np.array(rounds)  # (rounds, functions)
+    names = list(fns)
+    ref = names.index(reference)
+    picks = np.random.default_rng(seed).integers(0, len(ms), size=(resamples, len(ms)))
+    medians = np.median(ms[picks], axis=1)  # (resamples, functions): each resample's median per function
+    low, high = np.percentile(medians / medians[:, [ref]], [2.5, 97.5], axis=0)
+    median = np.median(ms, axis=0)
+    return {name: {"median_ms": float(median[k]), "ratio": float(median[k] / median[ref]), "low": float(low[k]),
+                   "high": float(high[k]), "rounds": len(ms)} for k, name in enumerate(names)}
+
+
 
 def time_find(find: Callable | None, capacity: Count = 100_000, batch: Count = 32, seconds: float = 1.0,
               seed: int = 0) -> dict | None:

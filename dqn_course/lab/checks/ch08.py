@@ -243,6 +243,20 @@ PREDICTIONS.update({
                  "above the prediction)"},
         "a walk visits one node per level: count the levels of a tree whose leaves are rounded up to a power of two "
         "(section 1)"),
+    "08.per_step_ratio": Prediction("a CPU learner step's time with PER over its time without", 0.05, lambda m: {
+        wrong: why for wrong, why in {
+            100 * (m - 1): "the prediction is a ratio of two step times, not a percentage: a step that takes a "
+                           "tenth longer is a ratio of 1.1",
+            1.0: "PER's work per step is not nothing: besides the tree's draw and update, 32 weights go with the "
+                 "batch and multiply a loss kept per transition, and 32 TD errors come back to be written as "
+                 "priorities (*Why PER* and section 3)",
+            2.0: "PER's work is per batch of 32, and most of a step is the Nature CNN's forward and backward passes, "
+                 "which PER does not repeat: set section 2's compiled sample + update beside a step of that network "
+                 "(section 3)"}.items()
+        if abs(wrong - m) > 0.05 * m},  # a mistake this close to the measurement is no mistake on this machine
+        "a step is the network's forward and backward passes plus, with PER, its work per batch: the compiled tree's "
+        "sample + update (section 2), 32 weights, 32 TD errors brought back (section 3); price the second against "
+        "the first"),
 })
 
 
