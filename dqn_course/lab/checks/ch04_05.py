@@ -430,6 +430,15 @@ QUESTIONS.update({
                        "c": "the head writes over the oldest slots first: of the frames a transition needs, which "
                             "does it reach first, those behind the transition's slot or those ahead of it? (section "
                             "2, *Building a stack by index*, and section 4, *The write head*)"}),
+    "04.valid_after_write": ("b", "frame 10 over slot 0 destroys frame 0, so the transition at slot 0 and those at "
+                                  "slots 1-3, whose states look back through slot 0 (slots 1 and 2 also hold padding "
+                                  "copies of frame 0), stop being valid; slot 4's state starts at frame 1 and stays "
+                                  "whole; and slot 9 becomes valid, since frame 10 is its next-state frame",
+                             {"a": "frame 0 is in more states than the one of slot 0: which transitions' states hold "
+                                   "it, as a frame or as padding copies of it? And what does the new frame complete? "
+                                   f"({_WRAP}, which transitions a write invalidates)",
+                              "c": "a write also completes a transition: whose next-state frame is frame 10? "
+                                   f"({_WRAP}, when a transition becomes valid)"}),
     "05.list_per_batch": ("b", "the list is built again for every batch, and building it visits all 1,000,000 "
                                "rows (a pointer each), where the 32 walks of random.sample skip through the deque's "
                                "blocks 64 rows at a time: far more work, and it grows with N all the same",
