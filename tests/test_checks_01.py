@@ -237,9 +237,9 @@ def test_notebook_01_solution_cell_passes_its_checks():
 
 
 def test_notebook_01b_solution_cell_passes_its_checks():
-    """01b's exercise and quiz: its solution cell, committed without outputs and skipped by nbval, runs here instead."""
+    """01b's exercise and questions: its solution cell, committed without outputs and skipped by nbval, runs here."""
     out = run_solutions("01b_measuring_honestly", {"checks": checks, "np": np, "mmap": mmap})
-    assert out.count("✓") == 2 and "Not answered yet" not in out  # the exercise and the quiz
+    assert out.count("✓") == 3 and "Not answered yet" not in out  # the exercise and the two questions
 
 
 # --- notebook 01b: pretouch ------------------------------------------------------------------------
