@@ -274,5 +274,6 @@ def test_solution_cell_passes_its_checks():
     """The solution cell (committed without outputs, skipped by nbval) passes every check it calls."""
     from _solutions import run_solutions
 
-    out = run_solutions("06b_the_whole_ladder", {"checks": checks, "np": np, "measured_factor": 38_580 / 7_213})
-    assert out.count("✓") == 4, out
+    out = run_solutions("06b_the_whole_ladder", {"checks": checks, "np": np, "measured_top": 807.27 / 7.1,
+                                                 "measured_blog": 38_580 / 7_213})
+    assert out.count("✓") == 5, out
