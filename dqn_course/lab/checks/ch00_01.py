@@ -57,8 +57,9 @@ def check_next_stack(next_stack) -> bool | None:
 
     Run on stacks of raw 210x160x3 screens and of 84x84 gray frames (random values, so every screen differs),
     twice in a row (s' becomes the next s). ``state`` must come back unchanged: a blog memory has already stored it
-    as a transition's s. The pass message prints no figure: the top rung's bytes have one home, notebook 00's summary
-    cell, which builds a transition with the learner's function (``next_stack_passes``). The course's or a library's
+    as a transition's s. The pass message prints no figure: the top rung's bytes have one home, notebook 00's
+    prediction's measuring cell, which builds a transition with the learner's function (``next_stack_passes``). The
+    course's or a library's
     function is refused (``_require_learners_code``); any other failure raises ``AssertionError`` with a hint.
     """
     if next_stack is None:
@@ -107,9 +108,9 @@ def next_stack_passes(next_stack: Callable) -> bool:
     """Whether the learner's ``next_stack`` passes ``check_next_stack``, checked again without printing anything:
     ``False`` while it still returns ``None`` or while the check fails (the exercise cell shows its hint).
 
-    Notebook 00's summary builds its top-rung transition with the learner's function once it passes, and prints no
-    figure before: the page's top-rung figure is the learner's code at work. Raises ``TypeError`` if ``next_stack``
-    is not callable.
+    Notebook 00's measuring cell (the top rung's prediction) builds its top-rung transition's s' with the learner's
+    function once it passes, and with a copy before, saying which. Raises ``TypeError`` if ``next_stack`` is not
+    callable.
     """
     if not callable(next_stack):
         raise TypeError(f"next_stack must be the function you wrote, got {type(next_stack).__name__}")
