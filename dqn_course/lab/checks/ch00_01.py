@@ -59,8 +59,8 @@ def check_next_stack(next_stack) -> bool | None:
     twice in a row (s' becomes the next s). ``state`` must come back unchanged: a blog memory has already stored it
     as a transition's s. The pass message prints no figure: the top rung's bytes have one home, notebook 00's
     prediction's measuring cell, which builds a transition with the learner's function (``next_stack_passes``). The
-    course's or a library's
-    function is refused (``_require_learners_code``); any other failure raises ``AssertionError`` with a hint.
+    course's or a library's function is refused (``_require_learners_code``); any other failure raises
+    ``AssertionError`` with a hint.
     """
     if next_stack is None:
         return _not_answered_yet("write `next_stack(state, screen)` and pass the function")
