@@ -393,12 +393,12 @@ def test_resume_from_refuses_the_courses_code_and_the_pages_imports(name):
 
 # -- notebook 07's exercise: the columns of a finished run's log.csv that show trouble -----------------------------
 
-def run_warnings_right(log, gamma, eps_end):
+def run_warnings_right(log, gamma, eps_end, r_max):
     import numpy as np
 
     flagged = set()
     q_max, loss = log["q_max"][~np.isnan(log["q_max"])], log["loss"][~np.isnan(log["loss"])]
-    if q_max.size and q_max.max() > 1 / (1 - gamma):
+    if q_max.size and q_max.max() > r_max / (1 - gamma):
         flagged.add("q_max")
     if loss.size and loss.max() > 100 * np.median(loss):
         flagged.add("loss")
@@ -407,11 +407,11 @@ def run_warnings_right(log, gamma, eps_end):
     return flagged
 
 
-def run_warnings_nanmax(log, gamma, eps_end):
+def run_warnings_nanmax(log, gamma, eps_end, r_max):
     import numpy as np
 
     flagged = []  # a list passes as well as a set
-    if np.nanmax(log["q_max"]) > 1 / (1 - gamma):
+    if np.nanmax(log["q_max"]) > r_max / (1 - gamma):
         flagged.append("q_max")
     if np.nanmax(log["loss"]) > 100 * np.nanmedian(log["loss"]):
         flagged.append("loss")
@@ -420,11 +420,11 @@ def run_warnings_nanmax(log, gamma, eps_end):
     return flagged
 
 
-def run_warnings_nan_blind(log, gamma, eps_end):
+def run_warnings_nan_blind(log, gamma, eps_end, r_max):
     import numpy as np
 
     flagged = set()
-    if np.max(log["q_max"]) > 1 / (1 - gamma):  # NaN rows before learning starts make this NaN
+    if np.max(log["q_max"]) > r_max / (1 - gamma):  # NaN rows before learning starts make this NaN
         flagged.add("q_max")
     if np.max(log["loss"]) > 100 * np.median(log["loss"]):
         flagged.add("loss")
@@ -433,43 +433,47 @@ def run_warnings_nan_blind(log, gamma, eps_end):
     return flagged
 
 
-def run_warnings_bound_of_099(log, gamma, eps_end):
-    return run_warnings_right(log, 0.99, eps_end)  # the presets' γ, whatever the run's
+def run_warnings_bound_of_099(log, gamma, eps_end, r_max):
+    return run_warnings_right(log, 0.99, eps_end, r_max)  # the presets' γ, whatever the run's
 
 
-def run_warnings_loss_rises(log, gamma, eps_end):
+def run_warnings_loss_rises(log, gamma, eps_end, r_max):
     import numpy as np
 
-    flagged = run_warnings_right(log, gamma, eps_end)
+    flagged = run_warnings_right(log, gamma, eps_end, r_max)
     loss = log["loss"][~np.isnan(log["loss"])]
     if loss[-1] > 2 * loss[0]:  # a rising loss taken for trouble
         flagged.add("loss")
     return flagged
 
 
-def run_warnings_first_epsilon(log, gamma, eps_end):
-    flagged = run_warnings_right(log, gamma, eps_end) - {"epsilon"}
+def run_warnings_first_epsilon(log, gamma, eps_end, r_max):
+    flagged = run_warnings_right(log, gamma, eps_end, r_max) - {"epsilon"}
     if log["epsilon"][0] > eps_end + 0.001:
         flagged.add("epsilon")
     return flagged
 
 
-def run_warnings_fills_nan(log, gamma, eps_end):
+def run_warnings_fills_nan(log, gamma, eps_end, r_max):
     import numpy as np
 
     for column in ("loss", "q_max"):
         log[column][np.isnan(log[column])] = 0.0  # overwrites the caller's arrays
-    return run_warnings_right(log, gamma, eps_end)
+    return run_warnings_right(log, gamma, eps_end, r_max)
 
 
-def run_warnings_sentences(log, gamma, eps_end):
-    return ["Q diverges"] if run_warnings_right(log, gamma, eps_end) else []
+def run_warnings_sentences(log, gamma, eps_end, r_max):
+    return ["Q diverges"] if run_warnings_right(log, gamma, eps_end, r_max) else []
+
+
+def run_warnings_clipped_ceiling(log, gamma, eps_end, r_max):
+    return run_warnings_right(log, gamma, eps_end, 1)  # the ceiling of rewards clipped to 1, whatever r_max
 
 
 @pytest.mark.parametrize("answer", [run_warnings_right, run_warnings_nanmax])
 def test_run_warnings_right(answer, capsys):
     assert checks.check_run_warnings(answer) is True
-    assert capsys.readouterr().out.startswith("✓ run_warnings flags max-Q past 1 / (1 - γ)")
+    assert capsys.readouterr().out.startswith("✓ run_warnings flags max-Q past r_max / (1 - γ)")
 
 
 @pytest.mark.parametrize("answer, hint", [
@@ -478,6 +482,8 @@ def test_run_warnings_right(answer, capsys):
     (run_warnings_loss_rises, r"healthy run.*flagged 'loss'.*rises steadily.*\(section 5, \*TD loss\*\)"),
     (run_warnings_first_epsilon, r"healthy run.*flagged 'epsilon'.*where it ends.*\*ε, replay fill and RSS\*"),
     (run_warnings_fills_nan, r"changed the log's arrays"),
+    (run_warnings_clipped_ceiling, r"not clipped.*max-Q climbs to 400.*flagged 'q_max'.*up to r_max, not 1.*"
+                                   r"\(section 5, \*Mean max-Q\*, and the question on unclipped rewards"),
     (run_warnings_sentences, r"returned \['Q diverges'\]: name the log\.csv columns"),
 ])
 def test_run_warnings_wrong(answer, hint):
@@ -487,7 +493,7 @@ def test_run_warnings_wrong(answer, hint):
 
 def test_run_warnings_unanswered(capsys):
     assert checks.check_run_warnings(None) is None
-    assert checks.check_run_warnings(lambda log, gamma, eps_end: None) is None
+    assert checks.check_run_warnings(lambda log, gamma, eps_end, r_max: None) is None
     assert "not answered yet" in capsys.readouterr().out.lower()
 
 

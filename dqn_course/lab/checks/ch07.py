@@ -168,47 +168,53 @@ def _synthetic_log(games: int = 200, *, gamma: float = 0.99, q_top: float = 5.0,
 
 
 def check_run_warnings(run_warnings) -> bool | None:
-    """Notebook 07: ``run_warnings(log, gamma, eps_end)``, the columns of a finished run's ``log.csv`` that show
-    trouble: a set of names from ``WARNING_COLUMNS``, empty for a healthy run.
+    """Notebook 07: ``run_warnings(log, gamma, eps_end, r_max)``, the columns of a finished run's ``log.csv`` that
+    show trouble: a set of names from ``WARNING_COLUMNS``, empty for a healthy run.
 
     ``log`` is a dict of float arrays, one per column, as ``playback.read_log`` returns it (NaN where a game had no
-    updates). The rules are section 5's: ``"q_max"`` when any game's mean max-Q is above 1 / (1 - ``gamma``), the
-    largest discounted return of rewards clipped to 1; ``"loss"`` when any game's loss is more than 100 times the
-    median of the run's logged losses (a jump by orders of magnitude, not the slow rise of a learning agent);
-    ``"epsilon"`` when the last game's ε is more than 0.001 above the floor ``eps_end``. Checked by behaviour on
-    made-up logs (``_synthetic_log``): a healthy run with NaN rows before learning starts and a loss that rises
-    tenfold (nothing flagged); max-Q past the bound, at γ = 0.99 and at γ = 0.9; a max-Q of 300 at γ = 0.999 (no
-    divergence); one game's loss a thousand times its level; ε rising again after its decay; all three at once. The
+    updates). The rules are section 5's: ``"q_max"`` when any game's mean max-Q is above ``r_max`` / (1 -
+    ``gamma``), the largest discounted return of rewards of at most ``r_max`` a step (1 when they are clipped);
+    ``"loss"`` when any game's loss is more than 100 times the median of the run's logged losses (a jump by orders
+    of magnitude, not the slow rise of a learning agent); ``"epsilon"`` when the last game's ε is more than 0.001
+    above the floor ``eps_end``. Checked by behaviour on made-up logs (``_synthetic_log``): a healthy run with NaN
+    rows before learning starts and a loss that rises tenfold (nothing flagged); max-Q past the bound, at γ = 0.99
+    and at γ = 0.9; a max-Q of 300 at γ = 0.999 (no divergence); rewards unclipped, up to 10 a step (notebook 07's
+    question on them): a max-Q of 400 (no divergence) and of 1,500 (past the bound); one game's loss a thousand
+    times its level; ε rising again after its decay; all three at once. The
     log's arrays must come back unchanged. The course's code and any def that calls it are refused
     (``_require_learners_code``). Raises ``AssertionError`` naming the log and the rule it missed or misapplied.
     """
     if run_warnings is None:
-        return _not_answered_yet("write run_warnings(log, gamma, eps_end)")
-    _require_learners_code(run_warnings, "run_warnings(log, gamma, eps_end)",
+        return _not_answered_yet("write run_warnings(log, gamma, eps_end, r_max)")
+    _require_learners_code(run_warnings, "run_warnings(log, gamma, eps_end, r_max)",
                            "a def that reads a run's loss, max-Q and ε columns against section 5's rules (section 5, "
                            "*Reading a run's diagnostics*)")
     import numpy as np
 
-    cases = (  # (what the log is, its arguments, the right answer)
+    cases = (  # (what the log is, its arguments γ and r_max, the right answer)
         ("a healthy run: learning from a tenth of its games on, its loss rising tenfold, max-Q up to 5",
-         _synthetic_log(), 0.99, set()),
-        ("a run whose max-Q climbs to 150 with γ = 0.99", _synthetic_log(q_top=150), 0.99, {"q_max"}),
-        ("a healthy run with γ = 0.999 and a max-Q that climbs to 300", _synthetic_log(q_top=300), 0.999, set()),
-        ("a run whose max-Q climbs to 15 with γ = 0.9", _synthetic_log(q_top=15), 0.9, {"q_max"}),
-        ("a run whose loss jumps a thousandfold in one game", _synthetic_log(loss_jump=True), 0.99, {"loss"}),
-        ("a run whose ε rises again after its decay and ends near 0.26", _synthetic_log(eps_stuck=True), 0.99,
+         _synthetic_log(), 0.99, 1, set()),
+        ("a run whose max-Q climbs to 150 with γ = 0.99", _synthetic_log(q_top=150), 0.99, 1, {"q_max"}),
+        ("a healthy run with γ = 0.999 and a max-Q that climbs to 300", _synthetic_log(q_top=300), 0.999, 1, set()),
+        ("a run whose max-Q climbs to 15 with γ = 0.9", _synthetic_log(q_top=15), 0.9, 1, {"q_max"}),
+        ("a healthy run whose rewards are not clipped, up to 10 a step, and whose max-Q climbs to 400 with γ = 0.99",
+         _synthetic_log(q_top=400), 0.99, 10, set()),
+        ("a run whose rewards are not clipped, up to 10 a step, and whose max-Q climbs to 1,500 with γ = 0.99",
+         _synthetic_log(q_top=1_500), 0.99, 10, {"q_max"}),
+        ("a run whose loss jumps a thousandfold in one game", _synthetic_log(loss_jump=True), 0.99, 1, {"loss"}),
+        ("a run whose ε rises again after its decay and ends near 0.26", _synthetic_log(eps_stuck=True), 0.99, 1,
          {"epsilon"}),
-        ("a run with all three troubles", _synthetic_log(q_top=150, loss_jump=True, eps_stuck=True), 0.99,
+        ("a run with all three troubles", _synthetic_log(q_top=150, loss_jump=True, eps_stuck=True), 0.99, 1,
          set(WARNING_COLUMNS)),
     )
     hints = {  # (column, flagged wrongly) -> hint
         ("loss", True): "a loss that rises steadily is what a learning agent's TD loss often does (its targets grow "
                         f"with its scores); trouble is a jump by orders of magnitude against the run's usual level, "
                         f"its median loss: two orders, 100 times it, is a jump ({_LOSS})",
-        ("q_max", True): "a max-Q below 1 / (1 - γ) can be an honest estimate: the bound is the largest discounted "
+        ("q_max", True): "a max-Q below the ceiling can be an honest estimate: the bound is the largest discounted "
                          f"return and depends on γ ({_MAXQ})",
-        ("q_max", False): "no discounted return of rewards clipped to 1 exceeds 1 / (1 - γ), a bound that depends on "
-                          f"the γ passed in ({_MAXQ})",
+        ("q_max", False): "no discounted return exceeds the ceiling of *Mean max-Q*, a bound that depends on the γ "
+                          f"passed in ({_MAXQ})",
         ("loss", False): "one game's loss two orders of magnitude (100 times) above the run's usual level, its "
                          f"median loss, is a jump ({_LOSS})",
         ("epsilon", True): f"ε starts at 1 in every run; what matters is where it ends, at the floor eps_end "
@@ -218,8 +224,8 @@ def check_run_warnings(run_warnings) -> bool | None:
                             f"({_EPS_FLOOR})",
     }
 
-    def ask(log: dict, gamma: float, call: str):
-        got = _call_learner(run_warnings, (log, gamma, 0.01), call)
+    def ask(log: dict, gamma: float, r_max: float, call: str):
+        got = _call_learner(run_warnings, (log, gamma, 0.01, r_max), call)
         if got is None:
             return None
         assert isinstance(got, (set, frozenset, list, tuple)) and all(isinstance(c, str) for c in got), (
@@ -229,14 +235,14 @@ def check_run_warnings(run_warnings) -> bool | None:
                              f"{', '.join(repr(c) for c in WARNING_COLUMNS)}")
         return set(got)
 
-    for what, log, gamma, right in cases:
+    for what, log, gamma, r_max, right in cases:
         kept = {k: v.copy() for k, v in log.items()}
-        call = f"run_warnings on {what} (γ = {gamma}, eps_end = 0.01)"
-        got = ask(log, gamma, call)
+        call = f"run_warnings on {what} (γ = {gamma}, eps_end = 0.01, r_max = {r_max})"
+        got = ask(log, gamma, r_max, call)
         assert all(np.array_equal(log[k], kept[k], equal_nan=True) for k in log), (
             f"{call} changed the log's arrays: read them, do not overwrite them (the caller plots them after)")
         if got is None:
-            if all(ask(c[1], c[2], "run_warnings(log, ...)") is None for c in cases):
+            if all(ask(c[1], c[2], c[3], "run_warnings(log, ...)") is None for c in cases):
                 return _not_answered_yet("run_warnings still returns None; return a set of column names")
             raise AssertionError(f"{call} returned None: return a set of column names, set() when nothing is wrong")
         if got == right:
@@ -245,17 +251,21 @@ def check_run_warnings(run_warnings) -> bool | None:
         column = wrong[0]
         flagged = column in got
         why = hints[column, flagged]
+        if column == "q_max" and r_max != 1:  # the ceiling of rewards clipped to 1, used for rewards up to r_max
+            why = ("the ceiling is the largest discounted return, and a step here can earn up to r_max, not 1: what "
+                   f"does the geometric series add up to then? ({_MAXQ}, and the question on unclipped rewards "
+                   "above the exercise)")
         if not flagged:  # missed: is it the NaN rows before learning starts?
             learned = ~np.isnan(log["loss"])
             trimmed = {k: v[learned] for k, v in log.items()}
-            again = ask(trimmed, gamma, call)
+            again = ask(trimmed, gamma, r_max, call)
             if again is not None and column in again:
                 why = ("the games before learning starts have no updates, so their loss and max-Q are NaN; a "
                        "comparison with NaN is False and a max or median over NaN is NaN: leave those games out "
                        "(section 5, *Reading a run's diagnostics*)")
         raise AssertionError(f"{call} returned {sorted(got) or 'set()'}, not {sorted(right) or 'set()'}: "
                              f"{'flagged' if flagged else 'missed'} {column!r}: {why}.")
-    return _passed("run_warnings flags max-Q past 1 / (1 - γ), a loss jump by orders of magnitude and ε left above "
+    return _passed("run_warnings flags max-Q past r_max / (1 - γ), a loss jump by orders of magnitude and ε left above "
                    "its floor, and leaves a healthy run, whose loss rises as it learns, alone")
 
 
