@@ -233,7 +233,7 @@ def test_killed_scaling_question_key_by_arithmetic():
 def test_notebook_01_solution_cell_passes_its_checks():
     """The solution cell is committed without outputs and skipped by nbval; it runs here instead."""
     out = run_solutions("01_naive_agent", {"checks": checks, "naive": naive, "np": np})
-    assert out.count("✓") == 3 and "Not answered yet" not in out  # the exercise, the prediction, the quiz
+    assert out.count("✓") == 4 and "Not answered yet" not in out  # the exercise, the two predictions, the quiz
 
 
 def test_notebook_01b_solution_cell_passes_its_checks():
