@@ -1,5 +1,7 @@
-"""Notebook 10 (scaling out with Ray): its exercise (a rate limiter that holds samples per step), its prediction (the
-Ray learner's updates/s) and questions.
+"""Notebook 10 (scaling out with Ray): its exercise (a rate limiter), its prediction and its questions.
+
+The exercise holds samples per step at a target; the prediction is the Ray learner's updates/s over the single
+process's.
 """
 from __future__ import annotations
 
