@@ -426,7 +426,8 @@ PREDICTION_EXAMPLES = {
     "06.step_calls": (65, {}), "06.reward_half_life": (69, {}), "06b.top_factor": (113.7, {}),
     "06b.blog_factor": (5.35, {}),
     "07.random_share": (0.109, {}),
-    "07b.state_at_10m": (5.543, {"at_100k": 0.0821, "at_1m": 0.5785}), "08.walk_nodes": (18, {}),
+    "07b.state_file": (28.0, {"fixed_mb": 26.979, "steps": 2_000, "capacity": 10_000}),  # a quick-mode run
+    "08.walk_nodes": (18, {}),
     "08.per_step_ratio": (1.09, {}),
     "09.noisy_ratio": (3.21, {"clean": 16.3}), "09b.checkpoint_mb": (380.6, {}),
     "00.top_rung_gb": (806.4, {}), "07c.rss_rise": (0.778, {}), "10.ray_updates": (0.9, {"steps_vs_train": 5.78}),
