@@ -232,7 +232,7 @@ def _ray_updates_mistakes(measured: float, steps_vs_train: float) -> dict[float,
 
 PREDICTIONS.update({
     "10.ray_updates": Prediction(
-        "the learner's updates/s with Ray and 1 worker, as a multiple of the single-process loop's", 0.3,
+        "the learner's updates/s with Ray and 1 worker, as a multiple of the single-process loop's", 0.2,
         _ray_updates_mistakes,
         "an update's speed is its compute: which cores and threads does the Ray learner get, beside the worker and "
         "the replay actor, where the single process had them all between its 4 steps? (section 4, *Reading the "
