@@ -257,7 +257,10 @@ def check_ring(ring_class: Any) -> bool | None:
 
     def held(ring, draws):
         batch = np.asarray(ring.sample(draws, rng))
-        assert all(len(set(np.unique(x))) == 1 for x in batch), "each sampled item must be one whole stored item"
+        assert all(len(set(np.unique(x))) == 1 for x in batch), (
+            "each sampled item must be one whole stored item: a draw picks slots, and each slot hands back the "
+            "whole item stored in it (the opening of notebook 05: sampling draws slot indices, then copies those "
+            "slots out)")
         return set(int(x.flat[0]) for x in batch)
 
     ring = ring_class(5, (2, 3), np.uint8)
@@ -268,7 +271,9 @@ def check_ring(ring_class: Any) -> bool | None:
         return _not_answered_yet("sample() still returns None; return an array of sampled items")
     batch = np.asarray(batch)
     assert batch.shape == (300, 2, 3), (
-        f"sampling 300 items should return an array of 300 items, shape (300, 2, 3), got {batch.shape}")
+        f"sampling 300 items should return an array of 300 items, shape (300, 2, 3), got {batch.shape}: one "
+        "stored item per slot drawn, stacked into one array (the opening of notebook 05: one draw of slot indices, "
+        "then those slots copied out together)")
     assert batch.dtype == np.uint8, (
         f"sampled items have dtype {batch.dtype}, the ring was made for uint8: preallocate storage with the "
         "dtype passed to __init__")
@@ -276,7 +281,7 @@ def check_ring(ring_class: Any) -> bool | None:
     got = held(ring, 300)
     assert got <= {10, 11, 12}, (
         f"after adding items 10, 11, 12 the ring sampled {sorted(got)}: sample only the slots written so far "
-        "(draw indices below len(ring))")
+        "(the opening of notebook 05: a draw picks among the slots that hold items, not every slot of the capacity)")
     assert got == {10, 11, 12}, f"300 draws from 3 items should see all of them, saw only {sorted(got)}"
 
     floats = ring_class(3, (2,), np.float32)
