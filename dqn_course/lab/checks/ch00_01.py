@@ -243,7 +243,7 @@ def _pretouch_hint(dtype: str, share: float, missing: int, offset: int, nbytes: 
     if share < 0.05:
         return ("(almost) no page became resident: a page costs RSS when it is first written, whatever is written; "
                 "reading it is not enough, and NumPy skips assigning an array to itself (the same memory), so that "
-                "writes nothing either (section 3)")
+                "writes nothing either (the exercise's text)")
     if dtype == "float32" and abs(share - 1 / np.dtype(dtype).itemsize) < 0.05:
         return (f"about a quarter of the pages were written: a page is {page:,} bytes, and a float32 value takes 4 of "
                 f"them, so a step of {page:,} values jumps over 4 pages (section 3: pages are counted in bytes)")
@@ -549,10 +549,10 @@ QUESTIONS.update({
                             "barely moves while tracemalloc counts the same bytes as in round 1",
                        {"a": "that is what a process that calls malloc_trim after each free shows; freed with del "
                              "alone, small blocks stay with the C allocator, and the refill reuses them (section 1, "
-                             "the allocator keeps freed memory, and its mmap threshold)",
-                        "c": "a refill asks for as many bytes as the first fill, no more, and the allocator still "
-                             "holds the blocks the first fill freed: does it need the OS at all? (section 1, the "
-                             "allocator keeps freed memory)"}),
+                             "where freed memory goes, and its mmap threshold)",
+                        "c": "scattered free blocks can cost reuse when sizes differ, but these states are all one "
+                             "size: each freed block fits the next request exactly, so does the refill need the OS "
+                             "at all? (section 1, where freed memory goes)"}),
 })
 
 
