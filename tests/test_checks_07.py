@@ -293,6 +293,24 @@ def resume_from_nonempty(folder):
     return max(states, key=lambda path: int(path.stem.split("-")[1]), default=None)
 
 
+def resume_from_largest_size(folder):
+    from pathlib import Path
+
+    states = [p for p in Path(folder).glob("state-*.ckpt") if p.stat().st_size > 0]
+    if not states:
+        return None
+    largest = max(p.stat().st_size for p in states)  # a whole file taken to be the largest one
+    return max((p for p in states if p.stat().st_size == largest), key=lambda path: int(path.stem.split("-")[1]))
+
+
+def resume_from_aligned_size(folder):
+    from pathlib import Path
+
+    states = [p for p in Path(folder).glob("state-*.ckpt")  # the format's 64-byte layout plus its digest
+              if p.stat().st_size > 32 and (p.stat().st_size - 32) % 64 == 0]
+    return max(states, key=lambda path: int(path.stem.split("-")[1]), default=None)
+
+
 def resume_from_any_state_name(folder):
     from pathlib import Path
 
@@ -350,6 +368,8 @@ def test_resume_from_right(answer, capsys):
     (resume_from_gives_up_on_a_tmp, r"returned None, a new run, though state-0000001000\.ckpt is there"),
     (resume_from_unverified, r"newest cut to half its bytes.*not whole: an upload cut short.*SHA-256"),
     (resume_from_nonempty, r"newest cut to half its bytes.*returned state-0000001000\.ckpt.*not whole"),
+    (resume_from_largest_size, r"still larger than the older whole one returned state-0000001000\.ckpt.*not whole"),
+    (resume_from_aligned_size, r"one byte changed returned state-0000001000\.ckpt.*full length.*SHA-256 digest"),
 ])
 def test_resume_from_wrong(answer, hint):
     with pytest.raises(AssertionError, match=hint):

@@ -275,12 +275,13 @@ _DRIVE = "section 1, *Where the run lives*"
 
 def _whole_state(path, step: int) -> None:
     """A small training state in the course's checkpoint format, written as a run writes it (what the check's run
-    folders hold; a learner's test of a whole file then meets the real format)."""
+    folders hold; a learner's test of a whole file then meets the real format). Its size grows with the step, as a
+    run's does while its replay memory fills, so a file's size cannot stand in for its digest."""
     import numpy as np
 
     from dqn_course.checkpoint import write_checkpoint
 
-    write_checkpoint(path, {"weights": np.arange(256, dtype=np.float32) + step}, {"step": step})
+    write_checkpoint(path, {"weights": np.arange(step // 2, dtype=np.float32) + step}, {"step": step})
 
 
 def check_resume_from(resume_from) -> bool | None:
@@ -293,8 +294,10 @@ def check_resume_from(resume_from) -> bool | None:
     an evaluation, not a training state (``None``); two kept states beside a ``.tmp`` of a save cut short, newest by
     step (the state of the largest step); the same with the older file touched last, as a copy or a Drive sync
     does (still the largest step, not the newest time); a ``.tmp`` alone (``None``); the newest state cut to half
-    its bytes, and the newest state empty, as an upload cut short leaves them on Drive (the older whole state: a
-    whole file ends with the SHA-256 of every byte before it, section 6); and an empty state alone (``None``). A
+    its bytes, cut to a size still above the older whole state's (state files grow with the step), and the newest
+    state empty, as an upload cut short leaves them on Drive, and the newest state at its full length with one byte
+    changed (the older whole state each time: a whole file ends with the SHA-256 of every byte before it, section 6);
+    and an empty state alone (``None``). A
     ``str`` or a path passes. The course's code (``checkpoint.list_checkpoints``, ``checkpoint.read_checkpoint``,
     ``colab.latest_step`` ...) and any def that calls it are refused (``_require_learners_code``). Raises
     ``AssertionError`` naming the case and the section that explains it.
@@ -312,13 +315,19 @@ def check_resume_from(resume_from) -> bool | None:
 
     def build(folder: Path, files: list[str], touched_last: str | None = None, cut: dict | None = None) -> Path:
         """``files`` in ``folder``, each written after the one before; ``cut``: name -> the share of its bytes an
-        upload cut short left (0: an empty file)."""
+        upload cut short left (0: an empty file), or ``"flip"``: all its bytes, one of them changed."""
         folder.mkdir(parents=True)
         for i, name in enumerate(files):
             path = folder / name
             if name.startswith("state-"):
                 _whole_state(path, 500 * (i + 1))
-                if name.endswith(".tmp") or (cut and name in cut):
+                if cut and cut.get(name) == "flip":
+                    with open(path, "r+b") as f:
+                        f.seek(path.stat().st_size // 2)
+                        byte = f.read(1)[0]
+                        f.seek(-1, os.SEEK_CUR)
+                        f.write(bytes([byte ^ 0xFF]))
+                elif name.endswith(".tmp") or (cut and name in cut):
                     share = cut.get(name, 0.5) if cut else 0.5
                     with open(path, "r+b") as f:
                         f.truncate(int(path.stat().st_size * share))
@@ -360,6 +369,13 @@ def check_resume_from(resume_from) -> bool | None:
                                    "starts a new run (section 2)"}),
             ("two kept states, the newest cut to half its bytes by an upload cut short",
              build(root / "half", stopped, cut={state(1_000): 0.5}), state(500), {state(1_000): cut_short}),
+            ("two kept states, the newest cut short by an upload yet still larger than the older whole one",
+             build(root / "long-cut", stopped, cut={state(1_000): 0.9}), state(500), {state(1_000): cut_short}),
+            ("two kept states, the newest at its full length with one byte changed",
+             build(root / "flipped", stopped, cut={state(1_000): "flip"}), state(500),
+             {state(1_000): "that state file has its full length, but its bytes are not the ones the run wrote: its "
+                            "size cannot tell it from a whole file, its SHA-256 digest can (section 6, *A file cut "
+                            "short*)"}),
             ("two kept states, the newest left empty (0 bytes) by a failed upload",
              build(root / "empty-newest", stopped, cut={state(1_000): 0}), state(500), {state(1_000): cut_short}),
             ("a folder whose only state file is empty (0 bytes), its upload failed",
