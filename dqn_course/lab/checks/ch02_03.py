@@ -52,7 +52,8 @@ def _preprocess_hint(out, prev, last, size: int) -> str:
         return ("the maximum was taken after shrinking: take it of the two full gray screens, then shrink once, so "
                 f"each frame pixel averages what either screen drew ({_BY_HAND})")
     if close(shrink(pooled).T):
-        return "the frame comes out transposed, its rows and columns swapped: keep the screen's axes, rows first"
+        return ("the frame comes out transposed, its rows and columns swapped: keep the screen's axes, rows first "
+                "(section 1, the shapes printed)")
     bgr = np.maximum(*(cv2.cvtColor(s, cv2.COLOR_BGR2GRAY) for s in (prev, last)))
     if close(shrink(bgr)):
         return ("the screen is RGB, not BGR: a BGR conversion gives red the weight that belongs to blue "
@@ -216,7 +217,7 @@ def _scaled_input_hint(seen, batch) -> str:
                 f"largest value a uint8 holds ({_SCALE})")
     if close((first // 255).float()):
         return ("that is an integer division: it keeps 1 for a pixel of 255 and 0 for every other; make floats "
-                "first, then divide (section 4, *The float64 trap*, shows which divisions give floats)")
+                f"first, then divide ({_FLOAT64} shows which divisions give floats)")
     return (f"the body should see each pixel as a float from 0 to 1, the uint8 value divided by 255 ({_SCALE}), "
             f"each state's 4 frames whole on the channel axis ({_LAYOUT})")
 
@@ -298,10 +299,12 @@ def check_scaled_net(net_class) -> bool | None:
                              f"with TypeError, so a batch scaled twice, or never, cannot slip in unnoticed ({_SCALE})")
     return _passed("ScaledNet takes channel-last uint8 batches and does the rest inside: the body receives each "
                    "state's 4 frames whole on the channel axis, a pixel of 255 as exactly 1.0, every pixel within "
-                   "1e-6 of its value / 255; float32 and int64 batches are refused with TypeError.")
+                   "1e-6 of its value / 255; float32 and int64 batches are refused with TypeError. The frames' "
+                   "axis moved: a reshape would only have cut the stored values, in order, into the new shape, so "
+                   "each frame would have held pixels of all 4.")
 
 
-_FLOAT64 = "section 4, *The float64 trap*"
+_FLOAT64 = "section 4, *NumPy's silent dtype changes*"
 _MILLION = "section 2, *A million transitions, on this machine*"
 
 
@@ -385,10 +388,11 @@ QUESTIONS.update({
                            "8 times the 9,216 bytes of one uint8 frame of that camera; asking the mean for float32 "
                            "halves it",
                       {"a": "a mean of 4 integers need not be an integer, so NumPy does not keep uint8: it makes "
-                            "floats, of which type when no dtype is given? (section 4, *The float64 trap*)",
+                            "floats, of which type when no dtype is given? (section 4, *NumPy's silent dtype "
+                            "changes*)",
                        "b": "float32 is PyTorch's default float, the last line of section 4's table; a mean of "
-                            "integers in NumPy with no dtype given takes NumPy's default (section 4, *The float64 "
-                            "trap*)"}),
+                            "integers in NumPy with no dtype given takes NumPy's default (section 4, *NumPy's "
+                            "silent dtype changes*)"}),
 })
 
 
