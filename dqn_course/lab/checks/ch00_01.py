@@ -550,9 +550,9 @@ QUESTIONS.update({
                        {"a": "that is what a process that calls malloc_trim after each free shows; freed with del "
                              "alone, small blocks stay with the C allocator, and the refill reuses them (section 1, "
                              "where freed memory goes, and its mmap threshold)",
-                        "c": "scattered free blocks can cost reuse when sizes differ, but these states are all one "
-                             "size: each freed block fits the next request exactly, so does the refill need the OS "
-                             "at all? (section 1, where freed memory goes)"}),
+                        "c": "scattered free blocks can cost reuse when sizes differ, but a refill asks for as many "
+                             "bytes as the first fill, in blocks of one size: each freed block fits a request "
+                             "exactly, so does the refill need the OS at all? (section 1, where freed memory goes)"}),
 })
 
 
