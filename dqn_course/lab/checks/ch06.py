@@ -8,7 +8,8 @@ from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _cal
                                         _require_learners_code)
 
 
-PAIR_HINT = "a max along an axis gives a pair (values, indices): the values are the part to use"
+PAIR_HINT = ("a max along an axis gives two things, the largest values and where they sit; the target takes the "
+             "largest value itself, maxₐ′ Q_target(s′, a′) (*The target each learning step moves towards*)")
 
 
 TD_BATCH, TD_N_ACTIONS, TD_GAMMA = 32, 4, 0.9  # check_td_targets' batch; γ is not the usual 0.99 on purpose
@@ -55,7 +56,8 @@ def _td_targets_hint(got, r, d, q_target, q_online, gamma: float, double: bool) 
                             "transitions that go on, you kept it only for the terminal ones (*Why (1 − done)*)"),
         (r + (1 - d) * v, "the discount is missing: the next state's value counts γ times, the `gamma` argument "
                           "(*The target each learning step moves towards*)"),
-        (r + 0.99 * (1 - d) * v, "use the `gamma` argument, not a fixed 0.99"),
+        (r + 0.99 * (1 - d) * v, "the discount is the γ the function is given, not a fixed 0.99: the check "
+                                 "passes another γ (*The target each learning step moves towards*)"),
         (torch.sign(r) + gamma * (1 - d) * v, clip),
         (r.clamp(-1, 1) + gamma * (1 - d) * v, clip),
         (r + gamma * (1 - d) * q_target.max(), "that is the largest Q-value of the whole batch: each transition "
@@ -90,8 +92,10 @@ def _td_shape_hint(shape: tuple) -> str:
     return {(b, 1): "one value per transition, but in a (B, 1) column: the targets are a (B,) vector",
             (b, b): "a (B, 1) column met a (B,) row and broadcast to (B, B): the picked values must be a (B,) "
                     "vector before they are combined",
-            (b, n): "that is one value per action: reduce over the actions (axis 1) to get V(s')",
-            (n,): "that is one value per action: take the max over the actions (axis 1), not over the batch (axis 0)",
+            (b, n): "that is one value per action: take the max over each transition's own actions a′ to get one "
+                    "value of its next state (*The target each learning step moves towards*)",
+            (n,): ("that is one value per action: take the max over each transition's own actions a′, not over the "
+                   "batch's transitions (*The target each learning step moves towards*)"),
             (): "that is one number for the whole batch: keep one target per transition (no sum or mean)",
             (1,): "that is one number for the whole batch: keep one target per transition (no sum or mean)",
             }.get(shape, "one target per transition: combine (B,) tensors only")
@@ -169,8 +173,9 @@ def check_td_targets(td_targets) -> bool | None:
                              {"return_types": PAIR_HINT,
                               "converted to an index": "if you multiplied by the result of a max along an "
                                                        "axis: " + PAIR_HINT,
-                              "must match the size": "one value per transition (B,): reduce over the actions "
-                                                     "(axis 1), not over the batch (axis 0)"})
+                              "must match the size": "one value per transition (B,): take the max over each "
+                                                     "transition's own actions a′, not over the batch's "
+                                                     "transitions (*The target each learning step moves towards*)"})
 
     def raised(net, by: float):
         """A copy of ``net`` whose every Q-value is ``by`` higher (its last layer's bias moved)."""
@@ -306,7 +311,8 @@ def _td_loss_hint(got: float, q_values, actions, targets) -> str:
         ((error ** 2).mean(), mse),
         (0.5 * (error ** 2).mean(), mse),
         (F.smooth_l1_loss(q_values.gather(0, actions.unsqueeze(1)).squeeze(1), targets),
-         "pick each transition's Q(s, a) along the action axis (dim 1), not along the batch (dim 0)"),
+         "pick each transition's Q(s, a) among its own actions, not among the batch's transitions (section 4, "
+         "*The Huber loss*, step 4)"),
         (F.smooth_l1_loss(q_values.max(1).values, targets), "use Q(s, a) of the action taken in each transition "
                                                             "(picked by `actions`), not the max: the max belongs "
                                                             "in the target"),
@@ -448,16 +454,16 @@ PREDICTIONS.update({
         "unrolled): find the first k at which that weight falls below one half"),
     "06.step_calls": Prediction("forward calls of one Double DQN learning step with the loop", 0, lambda m: {
         64: "the targets are only part of a learning step: Q(s, a) of the batch's states takes a forward pass too "
-            "(section 4, Whole learning steps)",
+            "(section 4's opening: the parts of a full step)",
         33: "with Double DQN the loop runs both networks for every transition (section 3, and section 1's hook "
             "counts)",
         3: "this step's targets come from the per-sample loop, one call per transition (section 1), not from one "
            "batched pass per network",
-        96: "Q(s, a) of the batch is one batched pass of the online network, not one per transition (section 4, "
-            "Whole learning steps)"},
+        96: "Q(s, a) of the batch is one batched pass of the online network, not one per transition (section 4's "
+            "opening: the parts of a full step)"},
         "count the forward passes of one learn(): for the targets, one per transition for each network the loop runs "
         "(section 1's hook counts; with Double DQN both networks, section 3), then Q(s, a) of the batch's states "
-        "(section 4, Whole learning steps)"),
+        "(section 4's opening: the parts of a full step)"),
     "06b.top_factor": Prediction("the factor from a million transitions on the top rung to a million on the bottom "
                                  "rung", 0.1, lambda m: {
         403_200 / 7_072: "the top rung stores s and s' as two separate 4-stacks, 8 frames per transition, while the "
@@ -488,14 +494,14 @@ QUESTIONS.update({
     "06.batched_acting_gpu": ("b", "before, a step costs 16 calls of 1 ms and the emulators' 16 ms, 32 ms; after, one "
                                    "call and the same 16 ms, 17 ms: about 1.9 times as fast. Batching removes 15 of "
                                    "the 16 fixed prices (the *Why* at the top), but not the emulators, the rest of the "
-                                   "step: section 4's model of a whole step's ratio, (T_loop + R) / (T_batched + R), "
+                                   "step: section 5's model of a whole step's ratio, (T_loop + R) / (T_batched + R), "
                                    "with R the emulators' time",
                               {"a": "one call instead of 16 is what the network's share of the step gains; what else "
-                                    "does each step spend its time on, and does batching change it (section 4, the "
+                                    "does each step spend its time on, and does batching change it (section 5, the "
                                     "model of a whole step's ratio)?",
                                "c": "batching merges the network's 16 calls into one; the 16 emulators still step on "
                                     "the CPU, 16 ms each step, whatever the network does: what is left of the step "
-                                    "(section 4, the model of a whole step's ratio)?"}),
+                                    "(section 5, the model of a whole step's ratio)?"}),
     "06.max_bias_clear_best": (
         "a", "the upward bias comes from near-ties: with one action ten error-spreads ahead, the max is nearly always "
              "that action's estimate, whose error averages to zero. Overestimation is worst where actions are close in "
@@ -508,13 +514,13 @@ QUESTIONS.update({
     "06.larger_frames_ratio": (
         "c", "both ways do the same arithmetic, now four times as much or more, and only the loop pays the fixed price "
              "of a call 32 times: that price, nearly all of the loop's extra time, is a smaller share of each way's "
-             "time, so the ratio falls towards 1 (the model of section 4, the rest of the step beside the targets, with"
+             "time, so the ratio falls towards 1 (the model of section 5, the rest of the step beside the targets, with"
              " the arithmetic in the role of the rest)",
         {"a": "the loop's extra time is not extra arithmetic: both ways do the same arithmetic, per state, whatever the"
               " frames' size; what only the loop pays is the fixed price of its 32 calls (the *Why* at the top, and "
-              "section 4's model of a ratio)",
+              "section 5's model of a ratio)",
          "b": "the ratio is one of times, not of calls: each way's time is its calls' fixed price plus the arithmetic "
-              "both share, and the shared part is what grew (the *Why* at the top, and section 4's model of a ratio)"}),
+              "both share, and the shared part is what grew (the *Why* at the top, and section 5's model of a ratio)"}),
     "06.truncation_bootstraps": ("c", "done = 1 says that a state has no future; with the countdown on screen, the "
                                       "last state shows that the race is over, so it has none. A truncation is a "
                                       "clock the agent cannot see, which is why it bootstraps (Pardo et al., 2018, "
