@@ -496,11 +496,23 @@ def test_the_pieces_a_loop_may_build_with_are_those_of_section_2():
     assert checks.ch07c.capstone_pieces() == tuple(getattr(capstone_solution, name) for name in names)
 
 
-def test_a_loop_that_loses_its_work_on_a_stop_is_told_to_save_in_finally():
+def test_a_loop_that_loses_its_work_on_a_stop_is_told_to_save_however_it_ends():
     loses_work = learners_loop(("        run.save(step, q, target, optimizer, memory, rng)\n        run.close()",
                                 "        run.close()"))
-    with pytest.raises(AssertionError, match="left no saved state.*finally"):
+    with pytest.raises(AssertionError, match="left no saved state.*however the loop ends.*section 4, step 6"):
         checks.check_capstone_loop(loses_work)
+
+
+def test_a_loop_that_discounts_by_another_gamma_is_told_to_use_the_settings():
+    other_gamma = learners_loop(("q, target, cfg.gamma,", "q, target, 0.9,"))
+    with pytest.raises(AssertionError, match="discount γ = 0.9, not the settings' cfg.gamma.*section 4, step 4"):
+        checks.check_capstone_loop(other_gamma)
+
+
+def test_a_loop_that_builds_adam_with_another_lr_is_told_to_use_the_settings():
+    other_lr = learners_loop(("lr=cfg.lr", "lr=1e-3"))
+    with pytest.raises(AssertionError, match=r"learning rate is \[0.001\], not the settings' cfg.lr.*step 1\)"):
+        checks.check_capstone_loop(other_lr)
 
 
 def test_a_loop_that_starts_over_after_a_stop_is_told_to_carry_on():

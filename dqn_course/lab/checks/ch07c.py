@@ -88,7 +88,8 @@ def check_capstone_loop(my_dqn) -> bool | None:
     (``_check_saved_state``): one optimizer step per update, none before ``learning_starts`` and then one every
     ``train_every`` steps, a target network synced every ``target_sync_every`` steps (not at every step, not never)
     and a done for each lost life. Its TD targets must come from the target network it syncs, not from the online
-    one (``td_targets`` is watched). Before those two calls, a short one on a fresh folder watches its game
+    one (``td_targets`` is watched), with the settings' discount ``cfg.gamma``; the saved optimizer's learning rate
+    must be ``cfg.lr``. Before those two calls, a short one on a fresh folder watches its game
     (``_check_acting_and_storing``): where the schedule gives ε = 1 its actions must be random, where it gives ε = 0
     the online network's best; the game there pays rewards of 4 and 7 and cuts games by the clock and ends them, and
     the memory must hold each step's reward clipped to its sign, a done for a game's end and a lost life, and none
@@ -137,13 +138,13 @@ def check_capstone_loop(my_dqn) -> bool | None:
         if first is None:
             return _not_answered_yet("my_dqn still returns None; run the loop, then return the last step")
         assert list_checkpoints(folder), (
-            f"interrupted at step {CAPSTONE_STOP}, the loop left no saved state in its folder: save in a `finally` "
-            "block, so a stop, an error or the end all keep what was learned (section 4, step 6)")
+            f"interrupted at step {CAPSTONE_STOP}, the loop left no saved state in its folder: save in a way that "
+            "runs however the loop ends, so a stop, an error or the end all keep what was learned (section 4, step 6)")
         before = rows(folder / "log.csv")
         saved = max(int(p.stem.split("-")[1]) for p in list_checkpoints(folder))
         at_stop, stop_meta, _ = latest_checkpoint(folder)  # the state the interruption saved: the networks then
         _check_update_count(cfg, at_stop, stop_meta, saved)
-        updates, from_online = [], []
+        updates, from_online, gammas = [], [], []
 
         def counted_loss(q_values, actions, targets):
             updates.append(1)
@@ -151,6 +152,7 @@ def check_capstone_loop(my_dqn) -> bool | None:
 
         def watched_targets(rewards, dones, next_states, online, target, gamma, double=False):
             from_online.append(target is online or _same_weights(online, target))
+            gammas.append(gamma)
             return td_targets(rewards, dones, next_states, online, target, gamma, double)
 
         last = _call_learner(my_dqn, (cfg, folder, watched_targets, counted_loss, linear_epsilon), call + " again")
@@ -182,6 +184,17 @@ def check_capstone_loop(my_dqn) -> bool | None:
             f"after the resume, all {len(from_online)} TD target(s) came from a network with the online network's "
             "weights: the targets come from the target network, the copy synced only every cfg.target_sync_every "
             "steps, not from the network being trained (notebook 06, \"Why a target network\"; section 4, step 4)")
+        import math
+
+        wrong_gamma = [g for g in gammas if not math.isclose(float(g), cfg.gamma)]
+        assert not wrong_gamma, (
+            f"after the resume, TD targets were computed with the discount γ = {float(wrong_gamma[0])}, not the "
+            f"settings' cfg.gamma ({cfg.gamma}): the targets discount the next state's value by the run's γ "
+            "(section 4, step 4)")
+        rates = [g.get("lr") for g in latest_checkpoint(folder)[1].get("param_groups", [])]
+        assert rates and all(isinstance(r, (int, float)) and math.isclose(r, cfg.lr) for r in rates), (
+            f"the saved optimizer's learning rate is {rates or 'missing'}, not the settings' cfg.lr ({cfg.lr}): "
+            "build Adam with the settings' learning rate (section 4, step 1)")
         evals = [int(r["step"]) for r in rows(folder / "eval.csv")]
         expected = list(range(cfg.eval_every, cfg.total_steps + 1, cfg.eval_every))
         assert evals == expected, (
