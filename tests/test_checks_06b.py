@@ -231,6 +231,20 @@ def test_the_blog_agents_row_sits_among_the_rungs_by_its_bytes():
     assert labels[3] == "01: the blog agent (measured)"
 
 
+def test_the_bottom_bar_is_labelled_with_the_two_fill_figure():
+    """Section 2's picture gives the bottom rung the same 1/N as the answer cell and the summary: the top rung's GB
+    per 1M over the bottom rung's from its two fills, not over its one fill's bytes per transition."""
+    rows = [{"stage": s.name, "label": s.label, "bytes_per_transition": s.arithmetic_bytes * 1.01,
+             "arithmetic_bytes": s.arithmetic_bytes, "gb_per_million": s.arithmetic_bytes * 1.01 / 1e3}
+            for s in ladder.STAGES]
+    bottom = course_order(rows)[-1]
+    bottom.update(bytes_per_transition=7_200.0, per_transition_bytes=7_100.0, gb_per_million=7.1)
+    ax = plot_course_ladder([bottom if r["stage"] == bottom["stage"] else r for r in rows]).axes[0]
+    top_gb = course_order(rows)[0]["gb_per_million"]
+    texts = [t.get_text() for t in ax.texts]
+    assert any(t.startswith(f"1/{top_gb / 7.1:,.0f} of the top rung's bytes; 7.1 GB") for t in texts), texts
+
+
 def test_the_blog_figure_the_prediction_reads_is_recorded():
     """The answer cell divides notebook 01's recorded figure without learning by the bottom rung's: the record must
     hold it."""

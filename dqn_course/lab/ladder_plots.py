@@ -38,8 +38,9 @@ def course_order(rows: list[dict]) -> list[dict]:
 
 def plot_course_ladder(rows: list[dict], blog_bytes: float | None = None):
     """Bars of measured bytes per transition, top rung first, each labelled with the notebook that introduced it;
-    "1/N of the top rung's bytes" is relative to the top rung. Ticks mark what each memory keeps, counted
-    (``counted_bytes_per_transition`` when the rows have it, else the pixels' arithmetic).
+    "1/N of the top rung's bytes" is relative to the top rung; a row from two fills (``per_transition_bytes``, see
+    ``ladder.scaled_to_million``) takes its N from the 1M figures, the top rung's GB over its own. Ticks mark what
+    each memory keeps, counted (``counted_bytes_per_transition`` when the rows have it, else the pixels' arithmetic).
 
     ``blog_bytes`` (notebook 01's measured agent without learning, bytes per step) is drawn as a marked point on a
     row of its own, placed among the rungs by its bytes (below every rung that needs more), with the fraction it is
@@ -61,7 +62,9 @@ def plot_course_ladder(rows: list[dict], blog_bytes: float | None = None):
                s=400, color="black", zorder=3,
                label="expected: what the memory keeps, counted" if counted else "expected (pixels' arithmetic)")
     for yi, r in zip(y, rungs):
-        ratio = top / r["bytes_per_transition"]
+        # a row with two fills (``ladder.scaled_to_million``): its 1M figure, without the once-per-fill cost's share
+        two_fills = "per_transition_bytes" in r
+        ratio = rungs[0]["gb_per_million"] / r["gb_per_million"] if two_fills else top / r["bytes_per_transition"]
         note = "top rung" if r is rungs[0] else f"{_fraction(ratio)} of the top rung's bytes"
         ax.text(r["bytes_per_transition"] * 1.15, yi, f"{note}; {r['gb_per_million']:,.1f} GB per 1M", va="center",
                 fontsize=8)
