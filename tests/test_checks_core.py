@@ -257,9 +257,9 @@ def test_td_targets_refuses_the_course_and_the_pages_imports(answer):
     (td_no_gamma, "the discount is missing"),
     (td_fixed_gamma, "not a fixed 0.99"),
     (td_mask_reversed, "mask for endings is the wrong way round"),
-    (td_max_over_batch, r"not over the batch \(axis 0\)"),
+    (td_max_over_batch, r"not over the batch's transitions"),
     (td_max_whole_tensor, "the largest Q-value of the whole batch"),
-    (td_no_values, r"gives a pair \(values, indices\): the values are the part to use"),
+    (td_no_values, r"gives two things, the largest values and where they sit; the target takes the largest value"),
     (td_keepdim, r"in a \(B, 1\) column: the targets are a \(B,\) vector"),
     (td_broadcast, r"broadcast to \(B, B\)"),
     (td_plain_online, "plain DQN takes the max with the target network"),
@@ -398,7 +398,7 @@ def test_td_loss_right(capsys):
 
 @pytest.mark.parametrize("answer, hint", [
     (loss_mse, "squared error .*Huber"),
-    (loss_gather_dim0, r"along the action axis \(dim 1\), not along the batch"),
+    (loss_gather_dim0, r"among its own actions, not among the batch's transitions"),
     (loss_max, "not the max: the max belongs in the target"),
     (loss_no_squeeze, r"broadcast to \(B, B\): the picked Q-values must be a \(B,\) vector"),
     (loss_sum, "don't sum"),
