@@ -15,7 +15,7 @@ from dqn_course.lab import bench
 from dqn_course.lab.bench import calls_per_second, sampling_rates, timeit
 
 MS = 1 / 1024  # a fake millisecond, exact in binary
-STATS = {"best_ms", "median_ms", "cpu_best_ms", "calls", "turns"}
+STATS = {"best_ms", "median_ms", "cpu_best_ms", "calls", "turns", "turns_ms"}
 
 
 @pytest.fixture
@@ -47,6 +47,7 @@ def test_turns_alternate_in_order_after_one_warm_up_each(clock):
         assert set(s) == STATS and s["turns"] == 3 and s["calls"] == 3  # warm-up calls are not counted
     assert stats["b"]["best_ms"] == pytest.approx(2.0) and stats["a"]["best_ms"] == pytest.approx(1.0)
     assert stats["b"]["median_ms"] == pytest.approx(2.0)
+    assert stats["b"]["turns_ms"] == pytest.approx([2.0] * 3) and stats["a"]["turns_ms"] == pytest.approx([1.0] * 3)
     assert stats["b"]["cpu_best_ms"] == pytest.approx(1.0)  # the fake CPU clock runs at half speed
 
 

@@ -166,9 +166,10 @@ def timeit(fns: dict[Hashable, Callable[[], object]], min_seconds: float = 1.0, 
     ``sync`` runs before each reading of the clock, e.g. ``torch.cuda.synchronize``, so the GPU work a
     turn queues is finished, and counted, within that turn.
 
-    Returns ``{name: {"best_ms", "median_ms", "cpu_best_ms", "calls", "turns"}}`` in the order of ``fns``.
-    ``cpu_best_ms`` is this process's CPU time per call in its least costly turn: all threads count, so
+    Returns ``{name: {"best_ms", "median_ms", "cpu_best_ms", "calls", "turns", "turns_ms"}}`` in the order of
+    ``fns``. ``cpu_best_ms`` is this process's CPU time per call in its least costly turn: all threads count, so
     it exceeds the wall time when several threads work, and falls short of it when the process waited.
+    ``turns_ms`` lists each turn's milliseconds per call, round by round (for statistics over the rounds).
     """
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
@@ -197,7 +198,8 @@ def timeit(fns: dict[Hashable, Callable[[], object]], min_seconds: float = 1.0, 
             calls[name] += n
         done += 1
     return {name: {"best_ms": 1e3 * min(wall[name]), "median_ms": 1e3 * float(np.median(wall[name])),
-                   "cpu_best_ms": 1e3 * min(cpu[name]), "calls": calls[name], "turns": len(wall[name])}
+                   "cpu_best_ms": 1e3 * min(cpu[name]), "calls": calls[name], "turns": len(wall[name]),
+                   "turns_ms": [1e3 * t for t in wall[name]]}
             for name in fns}
 
 

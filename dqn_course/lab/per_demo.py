@@ -58,19 +58,9 @@ def interleaved_ratios(fns: dict, seconds: float, reference: str, resamples: Cou
     """
     if reference not in fns:
         raise KeyError(f"reference {reference!r} is not one of the functions timed: {list(fns)}")
-    for fn in fns.values():
-        fn()
-    rounds: list[list[float]] = []
-    start = time.perf_counter()
-    while len(rounds) < 3 or time.perf_counter() - start < seconds:
-        row = []
-        for fn in fns.values():
-            t0 = time.perf_counter()
-            fn()
-            row.append(1e3 * (time.perf_counter() - t0))
-        rounds.append(row)
-    ms = np.array(rounds)  # (rounds, functions)
     names = list(fns)
+    timed = timeit(fns, min_seconds=seconds, rounds=3)
+    ms = np.array([timed[name]["turns_ms"] for name in names]).T  # (rounds, functions)
     ref = names.index(reference)
     picks = np.random.default_rng(seed).integers(0, len(ms), size=(resamples, len(ms)))
     medians = np.median(ms[picks], axis=1)  # (resamples, functions): each resample's median per function
