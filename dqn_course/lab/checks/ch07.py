@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dqn_course.contracts import check_module
-from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _not_answered_yet,
-                                        _passed, _require_learners_code, _require_number)
+from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _cut_short, _flip_a_byte,
+                                        _not_answered_yet, _passed, _require_learners_code, _require_number)
 
 
 _SCHEDULE = "section 1, *Why ε follows a schedule*"
@@ -322,15 +322,9 @@ def check_resume_from(resume_from) -> bool | None:
             if name.startswith("state-"):
                 _whole_state(path, 500 * (i + 1))
                 if cut and cut.get(name) == "flip":
-                    with open(path, "r+b") as f:
-                        f.seek(path.stat().st_size // 2)
-                        byte = f.read(1)[0]
-                        f.seek(-1, os.SEEK_CUR)
-                        f.write(bytes([byte ^ 0xFF]))
+                    _flip_a_byte(path)
                 elif name.endswith(".tmp") or (cut and name in cut):
-                    share = cut.get(name, 0.5) if cut else 0.5
-                    with open(path, "r+b") as f:
-                        f.truncate(int(path.stat().st_size * share))
+                    _cut_short(path, cut.get(name, 0.5) if cut else 0.5)
             else:
                 path.write_bytes(b"x" * (10 + i))
             os.utime(path, (1_000_000 + i, 1_000_000 + i))  # each file written after the one before

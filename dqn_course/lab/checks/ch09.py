@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from dqn_course.contracts import check_module
-from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner,
+from dqn_course.lab.checks.core import (PREDICTIONS, QUESTIONS, Prediction, _call_learner, _cut_short, _flip_a_byte,
     _not_answered_yet, _passed, _require_learners_code)
 
 
@@ -263,14 +263,11 @@ def check_checkpoint_to_resume(checkpoint_to_resume: Any) -> bool | None:
         return path
 
     def flipped(folder: Path, name: str, step: int) -> Path:
-        data = bytearray(good(folder, name, step).read_bytes())
-        data[len(data) // 2] ^= 0x01
-        (folder / name).write_bytes(bytes(data))
+        _flip_a_byte(good(folder, name, step))
         return folder / name
 
     def cut(folder: Path, name: str, step: int) -> Path:
-        data = good(folder, name, step).read_bytes()
-        (folder / name).write_bytes(data[: len(data) // 3])
+        _cut_short(good(folder, name, step), 1 / 3)
         return folder / name
 
     refused = {"corrupt": f"a file that fails its checks is passed over, and the one before it tried ({_DAMAGED})",

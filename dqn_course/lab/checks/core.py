@@ -151,6 +151,25 @@ def check_question(key: str, answer: Any) -> bool | None:
     return _passed(f"{letter}: {why}")
 
 
+def _flip_a_byte(path) -> None:
+    """Change the byte in the middle of the file at ``path``, its length kept: a copy gone wrong that the file's size
+    cannot show (the damaged checkpoints of notebooks 07b's and 09b's checks)."""
+    from pathlib import Path
+
+    data = bytearray(Path(path).read_bytes())
+    data[len(data) // 2] ^= 0x01
+    Path(path).write_bytes(bytes(data))
+
+
+def _cut_short(path, keep: float) -> None:
+    """Keep only the first ``keep`` share of the file at ``path`` (0: empty), as a save, copy or upload cut short
+    leaves it under its name (the damaged checkpoints of notebooks 07b's and 09b's checks)."""
+    import os
+
+    with open(path, "r+b") as f:
+        f.truncate(int(os.path.getsize(path) * keep))
+
+
 def _library_roots() -> list:
     """The folders a function written by the learner does not come from: the course's package, the standard
     library and every folder installed packages live in (numpy, torch, ... whatever a page imports)."""
